@@ -1,0 +1,50 @@
+//! The `vllm-keda-scaler` command: parse the CLI, start logging, dispatch.
+
+use clap::{Parser, Subcommand};
+
+/// KEDA external scaler for vLLM, with its emulator, simulator and load tester.
+#[derive(Debug, Parser)]
+#[command(name = "vllm-keda-scaler", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve KEDA's external-scaler gRPC protocol (the production job).
+    Serve(vllm_keda_scaler::serve::ServeArgs),
+    /// Scrape vLLM endpoints (or saved bodies) twice and print the signals.
+    Check(vllm_keda_scaler::check::CheckArgs),
+    /// Run a fleet of emulated vLLM replicas on loopback.
+    Emulate(vllm_keda_scaler::emulator::EmulateArgs),
+    /// See it scale: emulated fleet, the real scaler, and a KEDA/HPA stand-in in one process.
+    Demo(vllm_keda_scaler::demo::DemoArgs),
+    /// Replay a request trace through emulated replicas in virtual time under several policies.
+    Simulate(vllm_keda_scaler::simulate::SimulateArgs),
+    /// Find a deployment's saturation point with the stepped open-loop load test.
+    Loadtest(vllm_keda_scaler::loadtest::LoadtestArgs),
+    /// Send sequential warm-up requests, then write a ready file.
+    Warmup(vllm_keda_scaler::loadtest::WarmupArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    vllm_keda_scaler::telemetry::init_logging();
+    let result = match cli.command {
+        Command::Serve(args) => vllm_keda_scaler::serve::run(args),
+        Command::Check(args) => vllm_keda_scaler::check::run(args),
+        Command::Emulate(args) => vllm_keda_scaler::emulator::run(args),
+        Command::Demo(args) => vllm_keda_scaler::demo::run(args),
+        Command::Simulate(args) => vllm_keda_scaler::simulate::run(args),
+        Command::Loadtest(args) => vllm_keda_scaler::loadtest::run(args),
+        Command::Warmup(args) => vllm_keda_scaler::loadtest::run_warmup(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
