@@ -1,0 +1,316 @@
+//! The loop of one ScaledObject: every scrape interval, discover -> scrape -> parse ->
+//! snapshot -> window -> signals -> decide, then publish a new [`Status`] and update metrics.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::status::{Status, TargetHealth, reason_label};
+use super::{Deregister, ScaledObject};
+use crate::exposition;
+use crate::policy::{Decision, Policy, PolicyState};
+use crate::scrape::{ScrapeError, ScrapeSettings, Scraper};
+use crate::signals::{FleetSignals, FleetWindow, PodSnapshot, SignalSettings};
+use crate::telemetry::{HealthLabels, Metrics, ReasonLabels, ResultLabels, ScaledObjectLabels};
+
+/// Scrape timeout for a scrape interval: the interval itself, within [0.5 s, 2 s], so a hung
+/// target delays a cycle by at most about one interval.
+fn scrape_timeout(interval: Duration) -> Duration {
+    interval.clamp(Duration::from_millis(500), Duration::from_secs(2))
+}
+
+/// The `scrapes_total{result}` label of a failed scrape.
+fn scrape_result(error: &ScrapeError) -> &'static str {
+    match error {
+        ScrapeError::Failed(_) => "connect_error",
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Runs one ScaledObject's loop until it is cancelled or not asked for `idle_stop`.
+pub(super) async fn run(
+    so: Arc<ScaledObject>,
+    tx: watch::Sender<Arc<Status>>,
+    metrics: Arc<Metrics>,
+    deregister: Deregister,
+) {
+    let mut cycle = Cycle::new(&so, metrics.clone());
+    let mut ticker = tokio::time::interval(so.config.scrape_interval);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = so.cancel.cancelled() => break,
+            _ = ticker.tick() => {}
+        }
+        let idle = so.idle_for();
+        if idle > so.options.idle_stop {
+            tracing::info!(
+                scaledobject = %so.key,
+                idle_seconds = idle.as_secs(),
+                "stopping scrape loop: KEDA stopped asking"
+            );
+            break;
+        }
+        let status = tokio::select! {
+            _ = so.cancel.cancelled() => break,
+            status = cycle.step(&so) => status,
+        };
+        tx.send_replace(status);
+    }
+    so.cancel.cancel();
+    deregister.remove(&so);
+    metrics.remove_scaledobject(&cycle.labels, cycle.reasons_seen.iter().map(String::as_str));
+    tracing::debug!(scaledobject = %so.key, "scrape loop stopped");
+}
+
+/// The state one loop carries between cycles.
+struct Cycle {
+    labels: ScaledObjectLabels,
+    metrics: Arc<Metrics>,
+    scraper: Scraper,
+    window: FleetWindow,
+    policy: Policy,
+    policy_state: PolicyState,
+    origin: Instant,
+    urls: Vec<String>,
+    status: Status,
+    reasons_seen: BTreeSet<String>,
+}
+
+impl Cycle {
+    fn new(so: &ScaledObject, metrics: Arc<Metrics>) -> Self {
+        let config = &so.config;
+        let labels = ScaledObjectLabels {
+            namespace: so.key.namespace.clone(),
+            scaledobject: so.key.name.clone(),
+        };
+        metrics
+            .min_replicas
+            .get_or_create(&labels)
+            .set(f64::from(config.policy.min_replicas));
+        metrics
+            .max_replicas
+            .get_or_create(&labels)
+            .set(f64::from(config.policy.max_replicas));
+        Self {
+            labels,
+            metrics,
+            scraper: Scraper::new(ScrapeSettings {
+                timeout: scrape_timeout(config.scrape_interval),
+                ..ScrapeSettings::default()
+            }),
+            window: FleetWindow::new(SignalSettings {
+                model: config.model.clone(),
+                ..SignalSettings::default()
+            }),
+            policy: Policy::new(config.policy.clone()),
+            policy_state: PolicyState::default(),
+            origin: Instant::now(),
+            urls: Vec::new(),
+            status: Status::default(),
+            reasons_seen: BTreeSet::new(),
+        }
+    }
+
+    /// One full cycle; returns the state to publish.
+    async fn step(&mut self, so: &ScaledObject) -> Arc<Status> {
+        let config = &so.config;
+        match crate::discovery::resolve(&config.targets).await {
+            Ok(urls) => {
+                self.urls = urls;
+                self.status.discovery_error = None;
+            }
+            Err(error) => {
+                tracing::warn!(
+                    scaledobject = %so.key,
+                    error = %error,
+                    "target discovery failed: keeping the previous target list"
+                );
+                self.status.discovery_error = Some(error.to_string());
+            }
+        }
+        self.window.retain_pods(&self.urls);
+
+        let started = Instant::now();
+        let results = self.scraper.scrape_all(&self.urls).await;
+        self.metrics
+            .scrape_duration_seconds
+            .get_or_create(&self.labels)
+            .observe(started.elapsed().as_secs_f64());
+
+        let now = self.origin.elapsed();
+        let unix = unix_now();
+        let previous: HashMap<&str, &TargetHealth> = self
+            .status
+            .targets
+            .iter()
+            .map(|t| (t.url.as_str(), t))
+            .collect();
+        let mut targets = Vec::with_capacity(self.urls.len());
+        for (url, result) in self.urls.iter().zip(results) {
+            let outcome = match result {
+                Ok(body) => match exposition::parse(&body) {
+                    Ok(parsed) => Ok(PodSnapshot::from_exposition(
+                        &parsed,
+                        config.model.as_deref(),
+                    )),
+                    Err(error) => Err(("parse_error", format!("parsing the body: {error}"))),
+                },
+                Err(error) => Err((scrape_result(&error), error.to_string())),
+            };
+            let prev = previous.get(url.as_str());
+            let label = match &outcome {
+                Ok(_) => "ok",
+                Err((label, _)) => label,
+            };
+            self.metrics
+                .scrapes
+                .get_or_create(&ResultLabels {
+                    namespace: self.labels.namespace.clone(),
+                    scaledobject: self.labels.scaledobject.clone(),
+                    result: label.to_owned(),
+                })
+                .inc();
+            let health = match outcome {
+                Ok(snapshot) => {
+                    self.window.record(now, url, Some(snapshot));
+                    TargetHealth {
+                        url: url.clone(),
+                        healthy: true,
+                        result: "ok",
+                        error: None,
+                        consecutive_failures: 0,
+                        last_success_unix_seconds: Some(unix),
+                    }
+                }
+                Err((result, error)) => {
+                    self.window.record(now, url, None);
+                    if prev.is_none_or(|p| p.healthy) {
+                        tracing::warn!(scaledobject = %so.key, target = %url, result, error = %error, "scrape failed");
+                    }
+                    TargetHealth {
+                        url: url.clone(),
+                        healthy: false,
+                        result,
+                        error: Some(error),
+                        consecutive_failures: prev.map_or(0, |p| p.consecutive_failures) + 1,
+                        last_success_unix_seconds: prev.and_then(|p| p.last_success_unix_seconds),
+                    }
+                }
+            };
+            targets.push(health);
+        }
+        drop(previous);
+
+        let signals = self.window.compute(now);
+        let decision = self.policy.decide(now, &signals, &mut self.policy_state);
+
+        let healthy = targets.iter().filter(|t| t.healthy).count();
+        if healthy > 0 {
+            self.status.last_healthy_at = Some(Instant::now());
+            self.status.last_healthy_unix_seconds = Some(unix);
+        }
+        self.log_change(so, &decision, healthy, targets.len());
+        self.update_metrics(&signals, &decision, healthy, targets.len());
+        self.status.targets = targets;
+        self.status.cycles += 1;
+        self.status
+            .push_history(&decision, unix, so.options.history_len);
+        self.status.signals = Some(signals);
+        self.status.decision = Some(decision);
+        Arc::new(self.status.clone())
+    }
+
+    fn log_change(&self, so: &ScaledObject, decision: &Decision, healthy: usize, total: usize) {
+        let previous = self.status.decision.as_ref();
+        let changed = previous.is_none_or(|p| {
+            p.target_replicas != decision.target_replicas || p.active != decision.active
+        });
+        if changed {
+            tracing::info!(
+                scaledobject = %so.key,
+                from = ?previous.map(|p| p.target_replicas),
+                to = decision.target_replicas,
+                desired = decision.desired_replicas,
+                active = decision.active,
+                reason = %reason_label(decision.reason),
+                explanation = %decision.explanation,
+                healthy_targets = healthy,
+                targets = total,
+                "replica target changed"
+            );
+        }
+    }
+
+    fn update_metrics(
+        &mut self,
+        signals: &FleetSignals,
+        decision: &Decision,
+        healthy: usize,
+        total: usize,
+    ) {
+        let m = &self.metrics;
+        let l = &self.labels;
+        let opt = |v: Option<f64>| v.unwrap_or(f64::NAN);
+        m.target_replicas
+            .get_or_create(l)
+            .set(f64::from(decision.target_replicas));
+        m.desired_replicas
+            .get_or_create(l)
+            .set(f64::from(decision.desired_replicas));
+        m.ready_replicas
+            .get_or_create(l)
+            .set(signals.pods_healthy as f64);
+        m.queue_depth
+            .get_or_create(l)
+            .set(signals.fleet.queue_depth);
+        m.running_requests
+            .get_or_create(l)
+            .set(signals.fleet.running);
+        m.e2e_latency_p95_seconds
+            .get_or_create(l)
+            .set(opt(signals.fleet.e2e_latency_seconds.p95));
+        m.ttft_p95_seconds
+            .get_or_create(l)
+            .set(opt(signals.fleet.ttft_seconds.p95));
+        m.itl_p95_seconds
+            .get_or_create(l)
+            .set(opt(signals.fleet.itl_seconds.p95));
+        m.kv_cache_usage_max
+            .get_or_create(l)
+            .set(opt(signals.fleet.kv_cache_usage.max));
+        m.preemptions_per_second
+            .get_or_create(l)
+            .set(opt(signals.fleet.preemptions_per_second));
+        if let Some(unix) = self.status.last_healthy_unix_seconds {
+            m.last_success_timestamp_seconds.get_or_create(l).set(unix);
+        }
+        for (health, n) in [("healthy", healthy), ("failing", total - healthy)] {
+            m.targets
+                .get_or_create(&HealthLabels {
+                    namespace: l.namespace.clone(),
+                    scaledobject: l.scaledobject.clone(),
+                    health: health.to_owned(),
+                })
+                .set(n as i64);
+        }
+        let reason = reason_label(decision.reason);
+        m.decisions
+            .get_or_create(&ReasonLabels {
+                namespace: l.namespace.clone(),
+                scaledobject: l.scaledobject.clone(),
+                reason: reason.clone(),
+            })
+            .inc();
+        self.reasons_seen.insert(reason);
+    }
+}
