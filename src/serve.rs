@@ -79,6 +79,11 @@ pub struct ServeArgs {
         value_parser = parse_seconds
     )]
     pub first_answer_wait_seconds: Duration,
+
+    /// Resolve `service` metadata names from this hosts(5) file instead of DNS (local runs:
+    /// pods on 127.0.0.x come and go by editing the file).
+    #[arg(long, env = "VLLM_KEDA_SCALER_HOSTS_FILE")]
+    pub hosts_file: Option<std::path::PathBuf>,
 }
 
 fn parse_seconds(text: &str) -> Result<Duration, String> {
@@ -120,6 +125,7 @@ impl From<&ServeArgs> for ServeOptions {
             control: ControlOptions {
                 idle_stop: args.idle_stop_seconds,
                 first_cycle_wait: args.first_answer_wait_seconds,
+                hosts_file: args.hosts_file.clone(),
                 ..ControlOptions::default()
             },
         }

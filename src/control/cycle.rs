@@ -10,6 +10,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::status::{Status, TargetHealth, reason_label};
 use super::{Deregister, ScaledObject};
+use crate::discovery::{self, HostsFileResolver};
 use crate::exposition;
 use crate::policy::{Decision, Policy, PolicyState};
 use crate::scrape::{ScrapeError, ScrapeSettings, Scraper};
@@ -20,13 +21,6 @@ use crate::telemetry::{HealthLabels, Metrics, ReasonLabels, ResultLabels, Scaled
 /// target delays a cycle by at most about one interval.
 fn scrape_timeout(interval: Duration) -> Duration {
     interval.clamp(Duration::from_millis(500), Duration::from_secs(2))
-}
-
-/// The `scrapes_total{result}` label of a failed scrape.
-fn scrape_result(error: &ScrapeError) -> &'static str {
-    match error {
-        ScrapeError::Failed(_) => "connect_error",
-    }
 }
 
 fn unix_now() -> f64 {
@@ -124,7 +118,14 @@ impl Cycle {
     /// One full cycle; returns the state to publish.
     async fn step(&mut self, so: &ScaledObject) -> Arc<Status> {
         let config = &so.config;
-        match crate::discovery::resolve(&config.targets).await {
+        let resolved = match &so.options.hosts_file {
+            Some(path) => {
+                let resolver = HostsFileResolver::new(path.clone());
+                discovery::resolve_with(&config.targets, &resolver).await
+            }
+            None => discovery::resolve(&config.targets).await,
+        };
+        match resolved {
             Ok(urls) => {
                 self.urls = urls;
                 self.status.discovery_error = None;
@@ -156,17 +157,18 @@ impl Cycle {
             .map(|t| (t.url.as_str(), t))
             .collect();
         let mut targets = Vec::with_capacity(self.urls.len());
-        for (url, result) in self.urls.iter().zip(results) {
-            let outcome = match result {
+        for (url, scraped) in self.urls.iter().zip(results) {
+            let outcome = match scraped.result {
                 Ok(body) => match exposition::parse(&body) {
                     Ok(parsed) => Ok(PodSnapshot::from_exposition(
                         &parsed,
                         config.model.as_deref(),
                     )),
-                    Err(error) => Err(("parse_error", format!("parsing the body: {error}"))),
+                    Err(error) => Err(ScrapeError::parse(url.as_str(), error)),
                 },
-                Err(error) => Err((scrape_result(&error), error.to_string())),
-            };
+                Err(error) => Err(error),
+            }
+            .map_err(|e| (e.result_label(), e.to_string()));
             let prev = previous.get(url.as_str());
             let label = match &outcome {
                 Ok(_) => "ok",

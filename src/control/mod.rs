@@ -56,6 +56,9 @@ pub struct ControlOptions {
     pub stale_min: Duration,
     /// Distinct decisions kept for `/debug`.
     pub history_len: usize,
+    /// Resolve `service` names from this hosts(5) file instead of the system resolver (local
+    /// runs and tests: pods on 127.0.0.x come and go by editing the file).
+    pub hosts_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ControlOptions {
@@ -66,6 +69,7 @@ impl Default for ControlOptions {
             stale_intervals: 3,
             stale_min: Duration::from_secs(1),
             history_len: 32,
+            hosts_file: None,
         }
     }
 }

@@ -109,8 +109,8 @@ impl Status {
             .iter()
             .take(limit)
             .map(|t| match &t.error {
-                Some(e) => format!("{} ({}: {e})", t.url, t.result),
-                None => format!("{} ({})", t.url, t.result),
+                Some(e) => format!("[{}] {e}", t.result),
+                None => format!("[{}] {}", t.result, t.url),
             })
             .collect();
         if failing.len() > limit {
@@ -176,7 +176,7 @@ mod tests {
             url: url.into(),
             healthy,
             result: if healthy { "ok" } else { "connect_error" },
-            error: (!healthy).then(|| "connection refused".to_owned()),
+            error: (!healthy).then(|| "scraping http://a/metrics: cannot connect".to_owned()),
             consecutive_failures: u32::from(!healthy),
             last_success_unix_seconds: None,
         }
@@ -193,7 +193,11 @@ mod tests {
         s.targets = vec![target("http://a/metrics", false)];
         let err = s.answer(base, stale_after).unwrap_err();
         assert!(err.0.contains("since start"), "{err}");
-        assert!(err.0.contains("http://a/metrics (connect_error"), "{err}");
+        assert!(
+            err.0
+                .contains("[connect_error] scraping http://a/metrics: cannot connect"),
+            "{err}"
+        );
 
         s.last_healthy_at = Some(base);
         let later = base + Duration::from_secs(6);
