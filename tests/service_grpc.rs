@@ -348,3 +348,35 @@ async fn health_and_admin_routes() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_loop_stops_when_keda_stops_asking() {
+    within("idle stop", async {
+        let pod = start_pod(IDLE).await;
+        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut options = ServeOptions::default();
+        options.control.idle_stop = Duration::from_millis(600);
+        let server = serve::start(grpc, http, options).await.unwrap();
+        let mut c = client(server.grpc_addr()).await;
+        c.get_metric_spec(so_ref("idle", valid(&pod.url)))
+            .await
+            .unwrap();
+        let so = server.controller().find("llm", "idle").unwrap();
+        while !so.is_stopped() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(server.controller().find("llm", "idle").is_none());
+        assert!(server.controller().list().is_empty());
+        let text = reqwest::get(format!("http://{}/metrics", server.http_addr()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!text.contains("scaledobject=\"idle\""), "{text}");
+        assert!(text.contains("vllm_keda_scaler_scaledobjects 0"), "{text}");
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}

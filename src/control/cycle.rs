@@ -1,7 +1,7 @@
 //! The loop of one ScaledObject: every scrape interval, discover -> scrape -> parse ->
 //! snapshot -> window -> signals -> decide, then publish a new [`Status`] and update metrics.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -10,11 +10,11 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::status::{Status, TargetHealth, reason_label};
 use super::{Deregister, ScaledObject};
-use crate::discovery::{self, HostsFileResolver};
+use crate::discovery::{self, HostsFileResolver, Resolver, SystemResolver};
 use crate::exposition;
 use crate::policy::{Decision, Policy, PolicyState};
 use crate::scrape::{ScrapeError, ScrapeSettings, Scraper};
-use crate::signals::{FleetSignals, FleetWindow, PodSnapshot, SignalSettings};
+use crate::signals::{FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, SignalSettings};
 use crate::telemetry::{HealthLabels, Metrics, ReasonLabels, ResultLabels, ScaledObjectLabels};
 
 /// Scrape timeout for a scrape interval: the interval itself, within [0.5 s, 2 s], so a hung
@@ -76,6 +76,7 @@ struct Cycle {
     policy_state: PolicyState,
     origin: Instant,
     urls: Vec<String>,
+    gpu_urls: Vec<String>,
     status: Status,
     reasons_seen: BTreeSet<String>,
 }
@@ -107,9 +108,13 @@ impl Cycle {
                 ..SignalSettings::default()
             }),
             policy: Policy::new(config.policy.clone()),
-            policy_state: PolicyState::default(),
+            policy_state: match so.previous_target {
+                Some(target) => PolicyState::with_previous_target(target),
+                None => PolicyState::default(),
+            },
             origin: Instant::now(),
             urls: Vec::new(),
+            gpu_urls: Vec::new(),
             status: Status::default(),
             reasons_seen: BTreeSet::new(),
         }
@@ -118,31 +123,40 @@ impl Cycle {
     /// One full cycle; returns the state to publish.
     async fn step(&mut self, so: &ScaledObject) -> Arc<Status> {
         let config = &so.config;
-        let resolved = match &so.options.hosts_file {
-            Some(path) => {
-                let resolver = HostsFileResolver::new(path.clone());
-                discovery::resolve_with(&config.targets, &resolver).await
-            }
-            None => discovery::resolve(&config.targets).await,
+        let resolver: Box<dyn Resolver> = match &so.options.hosts_file {
+            Some(path) => Box::new(HostsFileResolver::new(path.clone())),
+            None => Box::new(SystemResolver),
         };
-        match resolved {
-            Ok(urls) => {
-                self.urls = urls;
-                self.status.discovery_error = None;
-            }
-            Err(error) => {
-                tracing::warn!(
-                    scaledobject = %so.key,
-                    error = %error,
-                    "target discovery failed: keeping the previous target list"
-                );
-                self.status.discovery_error = Some(error.to_string());
+        let mut discovery_errors = Vec::new();
+        match discovery::resolve_with(&config.targets, resolver.as_ref()).await {
+            Ok(urls) => self.urls = urls,
+            Err(error) => discovery_errors.push(error),
+        }
+        if let Some(source) = &config.dcgm_targets {
+            match discovery::resolve_with(source, resolver.as_ref()).await {
+                Ok(urls) => self.gpu_urls = urls,
+                Err(error) => discovery_errors.push(error),
             }
         }
+        for error in &discovery_errors {
+            tracing::warn!(
+                scaledobject = %so.key,
+                error = %error,
+                "target discovery failed: keeping the previous target list"
+            );
+        }
+        self.status.discovery_error = (!discovery_errors.is_empty()).then(|| {
+            let all: Vec<String> = discovery_errors.iter().map(ToString::to_string).collect();
+            all.join("; ")
+        });
         self.window.retain_pods(&self.urls);
+        self.window.retain_gpu_targets(&self.gpu_urls);
 
         let started = Instant::now();
-        let results = self.scraper.scrape_all(&self.urls).await;
+        let (results, gpu_results) = tokio::join!(
+            self.scraper.scrape_all(&self.urls),
+            self.scraper.scrape_all(&self.gpu_urls)
+        );
         self.metrics
             .scrape_duration_seconds
             .get_or_create(&self.labels)
@@ -150,68 +164,33 @@ impl Cycle {
 
         let now = self.origin.elapsed();
         let unix = unix_now();
-        let previous: HashMap<&str, &TargetHealth> = self
-            .status
-            .targets
-            .iter()
-            .map(|t| (t.url.as_str(), t))
-            .collect();
-        let mut targets = Vec::with_capacity(self.urls.len());
-        for (url, scraped) in self.urls.iter().zip(results) {
-            let outcome = match scraped.result {
-                Ok(body) => match exposition::parse(&body) {
+        let mut targets = Vec::with_capacity(results.len());
+        for scraped in results {
+            let outcome = scraped
+                .result
+                .and_then(|body| match exposition::parse(&body) {
                     Ok(parsed) => Ok(PodSnapshot::from_exposition(
                         &parsed,
                         config.model.as_deref(),
                     )),
-                    Err(error) => Err(ScrapeError::parse(url.as_str(), error)),
-                },
-                Err(error) => Err(error),
-            }
-            .map_err(|e| (e.result_label(), e.to_string()));
-            let prev = previous.get(url.as_str());
-            let label = match &outcome {
-                Ok(_) => "ok",
-                Err((label, _)) => label,
-            };
-            self.metrics
-                .scrapes
-                .get_or_create(&ResultLabels {
-                    namespace: self.labels.namespace.clone(),
-                    scaledobject: self.labels.scaledobject.clone(),
-                    result: label.to_owned(),
-                })
-                .inc();
-            let health = match outcome {
-                Ok(snapshot) => {
-                    self.window.record(now, url, Some(snapshot));
-                    TargetHealth {
-                        url: url.clone(),
-                        healthy: true,
-                        result: "ok",
-                        error: None,
-                        consecutive_failures: 0,
-                        last_success_unix_seconds: Some(unix),
-                    }
-                }
-                Err((result, error)) => {
-                    self.window.record(now, url, None);
-                    if prev.is_none_or(|p| p.healthy) {
-                        tracing::warn!(scaledobject = %so.key, target = %url, result, error = %error, "scrape failed");
-                    }
-                    TargetHealth {
-                        url: url.clone(),
-                        healthy: false,
-                        result,
-                        error: Some(error),
-                        consecutive_failures: prev.map_or(0, |p| p.consecutive_failures) + 1,
-                        last_success_unix_seconds: prev.and_then(|p| p.last_success_unix_seconds),
-                    }
-                }
-            };
+                    Err(error) => Err(ScrapeError::parse(scraped.url.as_str(), error)),
+                });
+            let health = self.health(so, &self.status.targets, &scraped.url, &outcome, unix);
+            self.window.record(now, &scraped.url, outcome.ok());
             targets.push(health);
         }
-        drop(previous);
+        let mut gpu_targets = Vec::with_capacity(gpu_results.len());
+        for scraped in gpu_results {
+            let outcome = scraped
+                .result
+                .and_then(|body| match exposition::parse(&body) {
+                    Ok(parsed) => Ok(GpuSnapshot::from_exposition(&parsed)),
+                    Err(error) => Err(ScrapeError::parse(scraped.url.as_str(), error)),
+                });
+            let health = self.health(so, &self.status.gpu_targets, &scraped.url, &outcome, unix);
+            self.window.record_gpu(now, &scraped.url, outcome.ok());
+            gpu_targets.push(health);
+        }
 
         let signals = self.window.compute(now);
         let decision = self.policy.decide(now, &signals, &mut self.policy_state);
@@ -224,12 +203,61 @@ impl Cycle {
         self.log_change(so, &decision, healthy, targets.len());
         self.update_metrics(&signals, &decision, healthy, targets.len());
         self.status.targets = targets;
+        self.status.gpu_targets = gpu_targets;
         self.status.cycles += 1;
         self.status
             .push_history(&decision, unix, so.options.history_len);
         self.status.signals = Some(signals);
         self.status.decision = Some(decision);
         Arc::new(self.status.clone())
+    }
+
+    /// Counts one scrape result and turns it into the target's health, logging the first
+    /// failure after a success.
+    fn health<T>(
+        &self,
+        so: &ScaledObject,
+        previous: &[TargetHealth],
+        url: &str,
+        outcome: &Result<T, ScrapeError>,
+        unix: f64,
+    ) -> TargetHealth {
+        let result = match outcome {
+            Ok(_) => "ok",
+            Err(error) => error.result_label(),
+        };
+        self.metrics
+            .scrapes
+            .get_or_create(&ResultLabels {
+                namespace: self.labels.namespace.clone(),
+                scaledobject: self.labels.scaledobject.clone(),
+                result: result.to_owned(),
+            })
+            .inc();
+        let prev = previous.iter().find(|t| t.url == url);
+        match outcome {
+            Ok(_) => TargetHealth {
+                url: url.to_owned(),
+                healthy: true,
+                result,
+                error: None,
+                consecutive_failures: 0,
+                last_success_unix_seconds: Some(unix),
+            },
+            Err(error) => {
+                if prev.is_none_or(|p| p.healthy) {
+                    tracing::warn!(scaledobject = %so.key, target = %url, result, error = %error, "scrape failed");
+                }
+                TargetHealth {
+                    url: url.to_owned(),
+                    healthy: false,
+                    result,
+                    error: Some(error.to_string()),
+                    consecutive_failures: prev.map_or(0, |p| p.consecutive_failures) + 1,
+                    last_success_unix_seconds: prev.and_then(|p| p.last_success_unix_seconds),
+                }
+            }
+        }
     }
 
     fn log_change(&self, so: &ScaledObject, decision: &Decision, healthy: usize, total: usize) {

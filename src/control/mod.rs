@@ -99,6 +99,8 @@ pub struct ScaledObject {
     pub metadata: HashMap<String, String>,
     /// The validated configuration.
     pub config: Arc<ScalerConfig>,
+    /// The target of the loop this one replaced (metadata changed), where the policy resumes.
+    previous_target: Option<u32>,
     status: watch::Receiver<Arc<Status>>,
     last_asked_millis: AtomicU64,
     cancel: CancellationToken,
@@ -149,6 +151,7 @@ impl Controller {
             .loops
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut previous_target = None;
         if let Some(existing) = loops.get(&key) {
             if existing.metadata == *metadata && !existing.is_stopped() {
                 existing.touch();
@@ -157,9 +160,14 @@ impl Controller {
             if !existing.is_stopped() {
                 tracing::info!(scaledobject = %key, "scaler metadata changed: restarting its loop");
                 existing.cancel.cancel();
+                previous_target = existing
+                    .latest()
+                    .decision
+                    .as_ref()
+                    .map(|d| d.target_replicas);
             }
         }
-        let so = self.spawn(key.clone(), metadata.clone(), config);
+        let so = self.spawn(key.clone(), metadata.clone(), config, previous_target);
         loops.insert(key, so.clone());
         self.inner.metrics.scaledobjects.set(loops.len() as i64);
         Ok(so)
@@ -213,12 +221,14 @@ impl Controller {
         key: Key,
         metadata: HashMap<String, String>,
         config: Arc<ScalerConfig>,
+        previous_target: Option<u32>,
     ) -> Arc<ScaledObject> {
         let (tx, rx) = watch::channel(Arc::new(Status::default()));
         let so = Arc::new(ScaledObject {
             key,
             metadata,
             config,
+            previous_target,
             status: rx,
             last_asked_millis: AtomicU64::new(0),
             cancel: self.inner.shutdown.child_token(),

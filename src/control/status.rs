@@ -45,8 +45,10 @@ pub struct DecisionRecord {
 pub struct Status {
     /// Completed cycles (0 until the first scrape finished).
     pub cycles: u64,
-    /// Every target of the latest cycle with its health.
+    /// Every vLLM target of the latest cycle with its health.
     pub targets: Vec<TargetHealth>,
+    /// Every DCGM exporter target of the latest cycle with its health.
+    pub gpu_targets: Vec<TargetHealth>,
     /// Set while discovery fails (the previous target list stays in use).
     pub discovery_error: Option<String>,
     /// Signals of the latest cycle.
@@ -150,10 +152,7 @@ fn same_decision(a: &Decision, b: &Decision) -> bool {
 
 /// The reason code as its snake_case label (`hold`, `queue_depth`, ...).
 pub fn reason_label(reason: Reason) -> String {
-    match serde_json::to_value(reason) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => format!("{reason:?}"),
-    }
+    reason.as_str().to_owned()
 }
 
 #[cfg(test)]
@@ -165,7 +164,9 @@ mod tests {
             at: Duration::ZERO,
             target_replicas: target,
             desired_replicas: target,
+            ready_replicas: target,
             active: true,
+            mode: crate::config::Mode::Active,
             reason: Reason::Hold,
             explanation: String::new(),
         }
