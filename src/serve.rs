@@ -229,14 +229,15 @@ pub async fn start(
         let mut grpc_done = false;
         let mut http_done = false;
         tokio::select! {
+            biased;
             _ = token.cancelled() => {}
             result = &mut grpc_task => {
                 grpc_done = true;
-                failure = Some(joined("gRPC", result.map(|r| r.map_err(anyhow::Error::from))));
+                failure = joined(&token, "gRPC", result.map(|r| r.map_err(anyhow::Error::from)));
             }
             result = &mut http_task => {
                 http_done = true;
-                failure = Some(joined("HTTP", result.map(|r| r.map_err(anyhow::Error::from))));
+                failure = joined(&token, "HTTP", result.map(|r| r.map_err(anyhow::Error::from)));
             }
         }
         ready.store(false, Ordering::Relaxed);
@@ -281,11 +282,17 @@ pub async fn start(
     })
 }
 
-fn joined(what: &str, result: Result<anyhow::Result<()>, tokio::task::JoinError>) -> anyhow::Error {
+/// A server task's early end as an error (none when it ended because shutdown began).
+fn joined(
+    token: &CancellationToken,
+    what: &str,
+    result: Result<anyhow::Result<()>, tokio::task::JoinError>,
+) -> Option<anyhow::Error> {
     match result {
-        Ok(Ok(())) => anyhow::anyhow!("the {what} server stopped unexpectedly"),
-        Ok(Err(error)) => error.context(format!("the {what} server failed")),
-        Err(error) => anyhow::anyhow!("the {what} server task failed: {error}"),
+        Ok(Ok(())) if token.is_cancelled() => None,
+        Ok(Ok(())) => Some(anyhow::anyhow!("the {what} server stopped unexpectedly")),
+        Ok(Err(error)) => Some(error.context(format!("the {what} server failed"))),
+        Err(error) => Some(anyhow::anyhow!("the {what} server task failed: {error}")),
     }
 }
 
