@@ -1,0 +1,361 @@
+//! Service benchmarks on loopback, against the real server started in-process:
+//!
+//! 1. `GetMetrics` latency (p50/p99/max) under an open-loop rate (default 2,000 RPC/s) spread
+//!    round-robin over many ScaledObjects (default 500), all on one HTTP/2 connection like
+//!    KEDA's pooled client, while every ScaledObject's loop keeps scraping its own pod.
+//! 2. Reaction time: from a queue step in a pod's `/metrics` body to a changed replica target
+//!    published by the loop (GetMetrics answers from that state), over trials started at
+//!    random phases of the scrape cycle.
+//!
+//! `cargo bench --bench grpc -- [--rate 2000] [--seconds 10] [--scaledobjects 500]
+//!  [--trials 20] [--interval 2]`
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use vllm_keda_scaler::proto::external_scaler_client::ExternalScalerClient;
+use vllm_keda_scaler::proto::{GetMetricsRequest, ScaledObjectRef};
+use vllm_keda_scaler::serve::{self, ServeOptions, Server};
+
+const IDLE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../shared/fixtures/vllm-v1-idle.prom"
+));
+
+struct Args {
+    rate: f64,
+    seconds: f64,
+    scaledobjects: usize,
+    trials: usize,
+    interval: f64,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        rate: 2000.0,
+        seconds: 10.0,
+        scaledobjects: 500,
+        trials: 20,
+        interval: 2.0,
+    };
+    let argv: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < argv.len() {
+        let value = argv.get(i + 1).and_then(|v| v.parse::<f64>().ok());
+        match (argv[i].as_str(), value) {
+            ("--rate", Some(v)) => a.rate = v,
+            ("--seconds", Some(v)) => a.seconds = v,
+            ("--scaledobjects", Some(v)) => a.scaledobjects = v as usize,
+            ("--trials", Some(v)) => a.trials = v as usize,
+            ("--interval", Some(v)) => a.interval = v,
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    a
+}
+
+/// The idle fixture with `vllm:num_requests_waiting` set to `waiting`.
+fn body_with_waiting(waiting: u32) -> String {
+    IDLE.lines()
+        .map(|line| {
+            if line.starts_with("vllm:num_requests_waiting{") {
+                let (series, _) = line.rsplit_once(' ').unwrap_or((line, ""));
+                format!("{series} {waiting}.0\n")
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect()
+}
+
+/// Pods: `/metrics/{id}` serves that pod's current body.
+#[derive(Clone, Default)]
+struct Pods(Arc<RwLock<HashMap<u32, Arc<String>>>>);
+
+impl Pods {
+    fn set(&self, id: u32, body: String) {
+        self.0.write().unwrap().insert(id, Arc::new(body));
+    }
+}
+
+async fn start_pods(pods: Pods) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route(
+        "/metrics/{id}",
+        axum::routing::get(move |axum::extract::Path(id): axum::extract::Path<u32>| {
+            let pods = pods.clone();
+            async move {
+                let body = pods.0.read().unwrap().get(&id).cloned();
+                body.map(|b| b.as_str().to_owned()).unwrap_or_default()
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+async fn start_server() -> Server {
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve::start(grpc, http, ServeOptions::default())
+        .await
+        .unwrap()
+}
+
+fn so_ref(name: String, metadata: &[(&str, String)]) -> ScaledObjectRef {
+    ScaledObjectRef {
+        name,
+        namespace: "bench".into(),
+        scaler_metadata: metadata
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect(),
+    }
+}
+
+fn us(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64
+}
+
+async fn latency(a: &Args) {
+    let pods = Pods::default();
+    let base = start_pods(pods.clone()).await;
+    let server = start_server().await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr()))
+        .unwrap()
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .unwrap();
+    let client = ExternalScalerClient::new(channel);
+    let interval = format!("{}", a.interval);
+    let refs: Vec<GetMetricsRequest> = (0..a.scaledobjects)
+        .map(|i| {
+            pods.set(i as u32, IDLE.to_owned());
+            GetMetricsRequest {
+                scaled_object_ref: Some(so_ref(
+                    format!("so-{i}"),
+                    &[
+                        ("endpoints", format!("{base}/metrics/{i}")),
+                        ("scrapeIntervalSeconds", interval.clone()),
+                    ],
+                )),
+                metric_name: "vllm-desired-replicas".into(),
+            }
+        })
+        .collect();
+    // KEDA's first call per ScaledObject: the spec (starts the loops), then one GetMetrics each.
+    for r in &refs {
+        let mut c = client.clone();
+        c.get_metric_spec(r.scaled_object_ref.clone().unwrap())
+            .await
+            .unwrap();
+    }
+    for r in &refs {
+        let mut c = client.clone();
+        c.get_metrics(r.clone()).await.unwrap();
+    }
+    eprintln!(
+        "latency: {} ScaledObjects started and answered once; measuring {} s at {} RPC/s",
+        a.scaledobjects, a.seconds, a.rate
+    );
+
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Result<u64, String>>();
+    let start = Instant::now();
+    let total = (a.rate * a.seconds) as u64;
+    let mut sent = 0u64;
+    let mut next_report = 1.0;
+    let refs = Arc::new(refs);
+    while sent < total {
+        let elapsed = start.elapsed().as_secs_f64();
+        let due = ((elapsed * a.rate) as u64).min(total);
+        while sent < due {
+            let mut c = client.clone();
+            let request = refs[(sent as usize) % refs.len()].clone();
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let t0 = Instant::now();
+                let result = c.get_metrics(request).await;
+                let micros = t0.elapsed().as_micros() as u64;
+                let _ = tx.send(result.map(|_| micros).map_err(|e| e.to_string()));
+            });
+            sent += 1;
+        }
+        if elapsed >= next_report {
+            eprintln!("  {elapsed:.0} s: {sent} sent");
+            next_report += 1.0;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let sending = start.elapsed().as_secs_f64();
+    drop(tx);
+    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    let mut errors = 0u64;
+    let mut first_error = None;
+    while let Some(r) = rx.recv().await {
+        match r {
+            Ok(micros) => h.record(micros.max(1)).unwrap(),
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    println!(
+        "GetMetrics latency: {} ScaledObjects, {:.0} RPC/s achieved ({} calls in {:.2} s), one HTTP/2 connection",
+        a.scaledobjects,
+        sent as f64 / sending,
+        sent,
+        sending
+    );
+    println!(
+        "  p50 {:.0} us  p90 {:.0} us  p99 {:.0} us  p99.9 {:.0} us  max {:.0} us  errors {}",
+        us(&h, 0.5),
+        us(&h, 0.9),
+        us(&h, 0.99),
+        us(&h, 0.999),
+        h.max() as f64,
+        errors
+    );
+    if let Some(e) = first_error {
+        println!("  first error: {e}");
+    }
+    let server_side = server
+        .controller()
+        .metrics()
+        .encode()
+        .lines()
+        .filter(|l| {
+            l.starts_with("vllm_keda_scaler_rpc_duration_seconds_sum{method=\"GetMetrics\"}")
+                || l.starts_with(
+                    "vllm_keda_scaler_rpc_duration_seconds_count{method=\"GetMetrics\"}",
+                )
+        })
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+    for line in server_side {
+        println!("  server side: {line}");
+    }
+    server.shutdown().await.unwrap();
+}
+
+async fn reaction(a: &Args) {
+    let pods = Pods::default();
+    let base = start_pods(pods.clone()).await;
+    let server = start_server().await;
+    let mut client = ExternalScalerClient::connect(format!("http://{}", server.grpc_addr()))
+        .await
+        .unwrap();
+    let interval = format!("{}", a.interval);
+    let mut trials = Vec::new();
+    for i in 0..a.trials {
+        let id = 100_000 + i as u32;
+        pods.set(id, body_with_waiting(0));
+        let r = so_ref(
+            format!("step-{i}"),
+            &[
+                ("endpoints", format!("{base}/metrics/{id}")),
+                ("scrapeIntervalSeconds", interval.clone()),
+                ("queueDepthPerReplica", "5".into()),
+                ("scaleUpStabilizationSeconds", "0".into()),
+            ],
+        );
+        client.get_metric_spec(r.clone()).await.unwrap();
+        trials.push((id, r));
+    }
+    // Let every loop see the idle pod a few times.
+    tokio::time::sleep(Duration::from_secs_f64(a.interval * 2.5)).await;
+    eprintln!(
+        "reaction: {} trials, scrape interval {} s",
+        a.trials, a.interval
+    );
+    let mut tasks = tokio::task::JoinSet::new();
+    for (n, (id, r)) in trials.into_iter().enumerate() {
+        let so = server.controller().find("bench", &r.name).unwrap();
+        let pods = pods.clone();
+        // Spread the steps over one interval so they land at every phase of the cycle.
+        let offset = Duration::from_secs_f64(a.interval * (n as f64 + 0.5) / a.trials as f64);
+        let interval = a.interval;
+        tasks.spawn(async move {
+            tokio::time::sleep(offset).await;
+            let mut rx = so.subscribe();
+            let before = so.latest().decision.as_ref().map(|d| d.target_replicas);
+            let step = Instant::now();
+            pods.set(id, body_with_waiting(50));
+            let changed = tokio::time::timeout(
+                Duration::from_secs_f64(interval * 3.0 + 5.0),
+                rx.wait_for(|s| s.decision.as_ref().map(|d| d.target_replicas) != before),
+            )
+            .await;
+            match changed {
+                Ok(Ok(_)) => Some(step.elapsed()),
+                _ => None,
+            }
+        });
+    }
+    let mut h = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).unwrap();
+    let mut missed = 0;
+    while let Some(r) = tasks.join_next().await {
+        match r.ok().flatten() {
+            Some(d) => h.record((d.as_micros() as u64).max(1)).unwrap(),
+            None => missed += 1,
+        }
+    }
+    // GetMetrics sees the same state: check one answer after the steps.
+    let answer = client
+        .get_metrics(GetMetricsRequest {
+            scaled_object_ref: Some(so_ref(
+                "step-0".into(),
+                &[
+                    ("endpoints", format!("{base}/metrics/100000")),
+                    ("scrapeIntervalSeconds", interval.clone()),
+                    ("queueDepthPerReplica", "5".into()),
+                    ("scaleUpStabilizationSeconds", "0".into()),
+                ],
+            )),
+            metric_name: "vllm-desired-replicas".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    println!(
+        "Reaction time, queue step (0 -> 50 waiting, N = 5) to a changed target: {} trials, scrape interval {} s",
+        h.len(),
+        a.interval
+    );
+    println!(
+        "  min {:.0} ms  p50 {:.0} ms  p90 {:.0} ms  max {:.0} ms  (bound: interval + 100 ms = {:.0} ms)  missed {}",
+        h.min() as f64 / 1000.0,
+        us(&h, 0.5) / 1000.0,
+        us(&h, 0.9) / 1000.0,
+        h.max() as f64 / 1000.0,
+        a.interval * 1000.0 + 100.0,
+        missed
+    );
+    println!(
+        "  GetMetrics after the step: {}",
+        answer.metric_values[0].metric_value_float
+    );
+    server.shutdown().await.unwrap();
+}
+
+fn main() {
+    let a = args();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        latency(&a).await;
+        reaction(&a).await;
+    });
+}
