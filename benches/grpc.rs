@@ -122,6 +122,47 @@ fn so_ref(name: String, metadata: &[(&str, String)]) -> ScaledObjectRef {
     }
 }
 
+/// The upper bound of the bucket holding quantile `q` of the scaler's own RPC histogram.
+fn server_quantile(text: &str, method: &str, q: f64) -> String {
+    let method_label = format!("method=\"{method}\"");
+    let mut buckets: Vec<(String, f64)> = Vec::new();
+    for line in text.lines() {
+        if !line.starts_with("vllm_keda_scaler_rpc_duration_seconds_bucket{")
+            || !line.contains(&method_label)
+        {
+            continue;
+        }
+        let Some((_, rest)) = line.split_once("le=\"") else {
+            continue;
+        };
+        let Some((le, _)) = rest.split_once('"') else {
+            continue;
+        };
+        let count: f64 = line
+            .rsplit_once(' ')
+            .and_then(|(_, c)| c.parse().ok())
+            .unwrap_or(0.0);
+        buckets.push((le.to_owned(), count));
+    }
+    let total = buckets.last().map_or(0.0, |b| b.1);
+    for (le, count) in &buckets {
+        if *count >= q * total {
+            return match le.parse::<f64>() {
+                Ok(v) if v.is_finite() => format!("{:.0} us", v * 1e6),
+                _ => le.clone(),
+            };
+        }
+    }
+    "n/a".into()
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 fn us(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64
 }
@@ -165,8 +206,12 @@ async fn latency(a: &Args) {
         c.get_metrics(r.clone()).await.unwrap();
     }
     eprintln!(
-        "latency: {} ScaledObjects started and answered once; measuring {} s at {} RPC/s",
-        a.scaledobjects, a.seconds, a.rate
+        "latency: {} ScaledObjects started and answered once; measuring {} s at {} RPC/s \
+         (load average {})",
+        a.scaledobjects,
+        a.seconds,
+        a.rate,
+        load_average()
     );
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Result<u64, String>>();
@@ -229,22 +274,13 @@ async fn latency(a: &Args) {
     if let Some(e) = first_error {
         println!("  first error: {e}");
     }
-    let server_side = server
-        .controller()
-        .metrics()
-        .encode()
-        .lines()
-        .filter(|l| {
-            l.starts_with("vllm_keda_scaler_rpc_duration_seconds_sum{method=\"GetMetrics\"}")
-                || l.starts_with(
-                    "vllm_keda_scaler_rpc_duration_seconds_count{method=\"GetMetrics\"}",
-                )
-        })
-        .map(str::to_owned)
-        .collect::<Vec<_>>();
-    for line in server_side {
-        println!("  server side: {line}");
-    }
+    let text = server.controller().metrics().encode();
+    let (p50, p99) = (
+        server_quantile(&text, "GetMetrics", 0.5),
+        server_quantile(&text, "GetMetrics", 0.99),
+    );
+    println!("  server side (handler time, histogram bucket bounds): p50 <= {p50}, p99 <= {p99}");
+    println!("  load average (1 min) at the end: {}", load_average());
     server.shutdown().await.unwrap();
 }
 
