@@ -228,7 +228,7 @@ fn tricky_body() -> String {
     for i in 0..400 {
         let name = rng.pick(&names);
         let n_labels = rng.next() % 4;
-        let mut line = format!("{name}");
+        let mut line = name.to_owned();
         if n_labels > 0 || rng.next() % 4 == 0 {
             line.push('{');
             // A distinct label per series keeps the samples distinct.
