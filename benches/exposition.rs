@@ -5,7 +5,10 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use vllm_keda_scaler::exposition;
 
-const BODY_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/vllm-v1-loaded.prom");
+const BODY_PATH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../shared/fixtures/vllm-v1-loaded.prom"
+);
 
 fn parse_loaded_body(c: &mut Criterion) {
     let body = std::fs::read_to_string(BODY_PATH).expect("read vllm-v1-loaded.prom");

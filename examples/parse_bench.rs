@@ -19,8 +19,7 @@ fn main() -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("SECONDS {s:?}: expected a number: {e}"))?,
         None => 3.0,
     };
-    let body = std::fs::read_to_string(&path)
-        .map_err(|e| anyhow::anyhow!("read {path}: {e}"))?;
+    let body = std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("read {path}: {e}"))?;
     let samples = exposition::parse(&body)
         .map_err(|e| anyhow::anyhow!("{path}: {e}"))?
         .samples
@@ -28,7 +27,11 @@ fn main() -> anyhow::Result<()> {
 
     // Warm up caches and the allocator, then time batches until the budget is spent.
     for _ in 0..200 {
-        black_box(exposition::parse(black_box(&body)).map(|e| e.samples.len()).ok());
+        black_box(
+            exposition::parse(black_box(&body))
+                .map(|e| e.samples.len())
+                .ok(),
+        );
     }
     let start = Instant::now();
     let mut iterations: u64 = 0;
