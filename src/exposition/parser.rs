@@ -100,7 +100,7 @@ fn after_eol(b: &[u8], i: usize) -> usize {
 
 /// The token `from..to` without a `\r` that ends its line.
 #[inline]
-fn token_before_eol<'a>(body: &'a str, from: usize, to: usize) -> &'a str {
+fn token_before_eol(body: &str, from: usize, to: usize) -> &str {
     let token = slice(body, from, to);
     match token.strip_suffix('\r') {
         Some(stripped) if is_eol(body.as_bytes(), to) => stripped,
