@@ -40,14 +40,15 @@ struct Parser<'a> {
 pub(super) fn parse(body: &str) -> Result<Exposition<'_>, ParseError> {
     let body = body.strip_prefix('\u{feff}').unwrap_or(body);
     let b = body.as_bytes();
+    // Typical exporters write 60-140 bytes per sample line and 300-700 bytes per family.
+    let families_guess = (body.len() / 512).min(1024) + 8;
     let mut p = Parser {
         body,
         out: Exposition {
-            // Typical exporters write 60-140 bytes per sample line.
             samples: Vec::with_capacity(body.len() / 96 + 4),
-            families: Vec::new(),
+            families: Vec::with_capacity(families_guess),
         },
-        family_index: HashMap::new(),
+        family_index: HashMap::with_capacity(families_guess),
         line_start: 0,
     };
     let mut line_number = 0;
