@@ -202,7 +202,7 @@ impl<'a> Parser<'a> {
         loop {
             i = skip_blanks(b, i);
             if b.get(i) == Some(&b'}') {
-                return Ok(i + 1);
+                return close_labels(metric, labels, i + 1);
             }
             let name_end = scan_name(b, i, LABEL_START, LABEL_CONTINUE);
             if name_end == i {
@@ -225,7 +225,7 @@ impl<'a> Parser<'a> {
                 return Err(self.unexpected_at(expected, i));
             }
             let (value, after) = self.label_value(name, i + 1)?;
-            if labels.iter().any(|l| l.name == name) {
+            if labels.len() < SCAN_FOR_DUPLICATES_BELOW && labels.iter().any(|l| l.name == name) {
                 return Err(ParseErrorKind::DuplicateLabel {
                     metric: clip(metric),
                     label: clip(name),
@@ -239,7 +239,7 @@ impl<'a> Parser<'a> {
             i = skip_blanks(b, after);
             match b.get(i) {
                 Some(b',') => i += 1,
-                Some(b'}') => return Ok(i + 1),
+                Some(b'}') => return close_labels(metric, labels, i + 1),
                 _ => {
                     let expected = format!("',' or '}}' after the value of label {:?}", clip(name));
                     return Err(self.unexpected_at(expected, i));
@@ -409,4 +409,23 @@ fn unescape_help(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// Label sets up to this size are checked for duplicates label by label; larger ones (a
+/// hostile body) by sorting once at the end, so the check stays `O(n log n)`.
+const SCAN_FOR_DUPLICATES_BELOW: usize = 32;
+
+/// Finishes a label set: the duplicate check for large sets; returns `after`.
+fn close_labels(metric: &str, labels: &[Label<'_>], after: usize) -> Result<usize, ParseErrorKind> {
+    if labels.len() > SCAN_FOR_DUPLICATES_BELOW {
+        let mut names: Vec<&str> = labels.iter().map(|l| l.name).collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(ParseErrorKind::DuplicateLabel {
+                metric: clip(metric),
+                label: clip(pair[0]),
+            });
+        }
+    }
+    Ok(after)
 }
