@@ -505,5 +505,8 @@ fn large_label_sets() {
 
     let body = format!("a{{{},l7=\"again\"}} 1\n", labels.join(","));
     let e = exposition::parse(&body).unwrap_err();
-    assert_eq!(e.to_string(), "line 1: duplicate label \"l7\" on metric \"a\"");
+    assert_eq!(
+        e.to_string(),
+        "line 1: duplicate label \"l7\" on metric \"a\""
+    );
 }
