@@ -85,13 +85,16 @@ impl FleetWindow {
     }
 
     /// Records one pod's scrape at `now`: `Some` when it succeeded, `None` when it failed
-    /// (the pod becomes unknown, never zero load). Times must not go backwards per pod; a
-    /// sample at or before the latest kept one replaces the newer ones.
+    /// (the pod becomes unknown, never zero load). A body with neither
+    /// `vllm:num_requests_waiting` nor `vllm:num_requests_running` (not vLLM, or no series for
+    /// the model filter) counts as failed too. Times must not go backwards per pod; a sample
+    /// at or before the latest kept one replaces the newer ones.
     pub fn record(&mut self, now: Duration, pod: &str, snapshot: Option<PodSnapshot>) {
         let history = match self.pods.get_mut(pod) {
             Some(history) => history,
             None => self.pods.entry(pod.to_owned()).or_default(),
         };
+        let snapshot = snapshot.filter(|s| s.waiting.is_some() || s.running.is_some());
         let Some(snapshot) = snapshot else {
             history.healthy = false;
             return;
