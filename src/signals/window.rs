@@ -59,6 +59,8 @@ struct PodHistory {
     healthy: bool,
     entries: VecDeque<Entry>,
     latest: Latest,
+    /// Time of the newest kept sample that follows a restart.
+    last_restart_at: Option<Duration>,
 }
 
 /// Per-pod history for a fleet, and the aggregation over it.
@@ -99,8 +101,16 @@ impl FleetWindow {
             history.healthy = false;
             return;
         };
-        while history.entries.back().is_some_and(|e| e.at >= now) {
-            history.entries.pop_back();
+        if history.entries.back().is_some_and(|e| e.at >= now) {
+            while history.entries.back().is_some_and(|e| e.at >= now) {
+                history.entries.pop_back();
+            }
+            history.last_restart_at = history
+                .entries
+                .iter()
+                .rev()
+                .find(|e| e.restart_before)
+                .map(|e| e.at);
         }
         let restart_before = history
             .entries
@@ -132,6 +142,9 @@ impl FleetWindow {
             process_start_time_seconds,
             created_min_seconds,
         };
+        if restart_before {
+            history.last_restart_at = Some(now);
+        }
         history.entries.push_back(Entry {
             at: now,
             counters: Counters {
@@ -262,9 +275,13 @@ fn prune(entries: &mut VecDeque<Entry>, now: Duration, settings: &SignalSettings
     while entries.len() > MAX_ENTRIES_PER_POD {
         entries.pop_front();
     }
+    // Histograms are dropped oldest first, so the ones still held form a suffix: walk back
+    // from the baseline only until the first already-dropped sample.
     let latency_base = baseline(entries, now, settings.latency_window);
-    for entry in entries.iter_mut().take(latency_base) {
-        entry.hists = None;
+    for entry in entries.range_mut(..latency_base).rev() {
+        if entry.hists.take().is_none() {
+            break;
+        }
     }
 }
 
@@ -352,8 +369,12 @@ impl PodCompute {
             preemptions_per_second: None,
             reset_in_window: false,
         };
-        let spans_restart =
-            |base: usize| entries.range(base + 1..).any(|entry| entry.restart_before);
+        // A restart lies inside the window when a sample after the baseline follows one.
+        let spans_restart = |base: usize| {
+            history
+                .last_restart_at
+                .is_some_and(|at| at > entries[base].at)
+        };
 
         let base_index = baseline(entries, now, settings.latency_window);
         if base_index < last_index {
