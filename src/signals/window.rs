@@ -518,7 +518,12 @@ impl FleetAccumulator {
         self.requests_finished += pod.success_total.unwrap_or(0.0);
         for (reason, delta) in &pod.success {
             if let Some(rate) = pod.per_second(Some(*delta)) {
-                *self.by_reason.entry(reason.clone()).or_default() += rate;
+                match self.by_reason.get_mut(reason) {
+                    Some(total) => *total += rate,
+                    None => {
+                        self.by_reason.insert(reason.clone(), rate);
+                    }
+                }
             }
         }
         if let Some(kv) = latest.kv_max {
