@@ -151,6 +151,15 @@ async fn reset_in_the_middle_of_the_body_is_connect_error() {
 }
 
 #[tokio::test]
+async fn reset_in_the_middle_of_a_gzip_body_is_connect_error() {
+    within(10, async {
+        let out = beside_healthy(Behavior::ResetMidGzip, settings(5000, 64 * MIB)).await;
+        assert_eq!(out.result_label(), "connect_error", "{:?}", out.result);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn garbage_text_is_returned_for_the_parser_to_judge() {
     within(10, async {
         let garbage = Bytes::from_static(b"<html>{{{ not metrics }}} \xc3\xa9\n\tvllm: = = =\n");
