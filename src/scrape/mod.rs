@@ -173,6 +173,20 @@ impl Scraper {
                 status: status.as_u16(),
             });
         }
+        // A gzip body is decoded on the fly and loses this header; anything left is an
+        // encoding the scraper did not ask for and cannot read.
+        if let Some(encoding) = response.headers().get(reqwest::header::CONTENT_ENCODING)
+            && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
+        {
+            return Err(ScrapeError::Decode {
+                url: url.to_string(),
+                message: format!(
+                    "unsupported content-encoding {:?} (only gzip is accepted); serve the \
+                     metrics plain or gzip-compressed",
+                    String::from_utf8_lossy(encoding.as_bytes())
+                ),
+            });
+        }
         let cap = self.settings.max_body_bytes;
         let too_large = || ScrapeError::TooLarge {
             url: url.to_string(),
