@@ -70,7 +70,8 @@ impl ScrapeOutcome {
 #[derive(Debug, Clone)]
 pub struct Scraper {
     settings: ScrapeSettings,
-    client: reqwest::Client,
+    /// The pooled client, or why it could not be built (reported by every scrape).
+    client: Result<reqwest::Client, String>,
 }
 
 impl Scraper {
@@ -91,10 +92,10 @@ impl Scraper {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(2)
             .tcp_nodelay(true)
-            .build();
-        // Building only fails when the TLS backend or system config cannot load; this client
-        // uses neither, so the fallback is never taken in practice.
-        let client = client.unwrap_or_else(|_| reqwest::Client::new());
+            .build()
+            // Only a TLS backend or system proxy config can fail to load, and this client
+            // uses neither; should it happen anyway, every scrape says so instead of a panic.
+            .map_err(|e| format!("the http client could not be built: {e}"));
         Self { settings, client }
     }
 
@@ -160,8 +161,11 @@ impl Scraper {
     /// The request and the capped body read, without the overall timeout.
     async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
         let parsed = check_target(url)?;
-        let mut response = self
-            .client
+        let client = self.client.as_ref().map_err(|e| ScrapeError::Connect {
+            url: url.to_string(),
+            message: e.clone(),
+        })?;
+        let mut response = client
             .get(parsed)
             .send()
             .await
