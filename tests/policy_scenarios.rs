@@ -88,9 +88,9 @@ fn ramp_rises_by_at_most_two_per_minute_and_stops_at_max() {
     for t in (0..900).step_by(2) {
         let ready = asked
             .iter()
-            .filter(|(at, _)| at + 120 <= t || *at == 0)
+            .rev()
+            .find(|(at, _)| at + 120 <= t || *at == 0)
             .map(|&(_, n)| n)
-            .last()
             .unwrap_or(1);
         let load = Load::idle(ready as usize).queue(t as f64).running(8.0);
         let d = p.decide(secs(t), &load.signals(secs(t)), &mut st);
