@@ -151,7 +151,7 @@ fn simulate(c: &PolicyConfig, segs: &[Segment], dt_s: u64) -> Vec<Step> {
 fn calm(c: &PolicyConfig, l: &Load) -> bool {
     let ok = |x: Option<f64>, below: f64| x.is_none_or(|v| !v.is_finite() || v < below);
     l.ready > 0
-        && !(l.queue > 0.0)
+        && (l.queue.is_nan() || l.queue <= 0.0)
         && ok(l.e2e_p95, c.e2e_latency_slo_seconds / 2.0)
         && ok(l.kv_max, c.kv_cache_warning)
         && ok(l.gpu_memory_max, c.gpu_memory_calm_below)
