@@ -126,6 +126,7 @@ fn every_key_sets_its_field() {
         startup_grace: Duration::from_secs(300),
         hpa_tolerance: 0.05,
         mode: Mode::Advisory,
+        gpu_memory_required: true,
         ..PolicyConfig::default()
     };
     assert_eq!(c.policy, want);

@@ -232,8 +232,15 @@ fn check(c: &PolicyConfig, steps: &[Step]) -> Result<(), String> {
                 return Err(format!("-{sum} within one scale-down period; {at}"));
             }
         }
-        if i > first && d.desired_replicas > prev {
-            let up = d.desired_replicas - prev;
+        if i > first && d.desired_replicas > prev && d.desired_replicas <= hpa_current {
+            // The level rose to at most what already runs: no pod added.
+            if !d.reason.is_scale_out() && d.reason != Reason::AtMax {
+                return Err(format!("level raised with reason {:?}; {at}", d.reason));
+            }
+        }
+        if i > first && d.desired_replicas > hpa_current {
+            // A scale-up the HPA sees: pods added to what runs or was asked for.
+            let up = d.desired_replicas - hpa_current;
             if !d.reason.is_scale_out() {
                 return Err(format!("scale-up with reason {:?}; {at}", d.reason));
             }
@@ -263,8 +270,12 @@ fn check(c: &PolicyConfig, steps: &[Step]) -> Result<(), String> {
                 && ups
                     .last()
                     .is_some_and(|&(w, _, _)| s.t - w < c.startup_grace);
-            let widened_to =
-                smallest_acted_scale_up(hpa_current, prev + 1, c.max_replicas, c.hpa_tolerance);
+            let widened_to = smallest_acted_scale_up(
+                hpa_current,
+                hpa_current + 1,
+                c.max_replicas,
+                c.hpa_tolerance,
+            );
             if starting {
                 let demand = (s.load.queue / c.queue_depth_per_replica).ceil() as u32;
                 let allowed = demand.min(c.max_replicas).max(widened_to.unwrap_or(0));

@@ -316,6 +316,33 @@ fn gpu_memory_blocks_scale_in_when_reported() {
 }
 
 #[test]
+fn unknown_gpu_memory_blocks_scale_in_only_when_dcgm_is_configured() {
+    let blind = policy_with(|c| c.gpu_memory_required = true);
+    let mut st = PolicyState::with_previous_target(3);
+    let ds = run(&blind, &mut st, 0, 900, 2, |_| Load::idle(3));
+    assert!(changes(&ds, 3).is_empty());
+    assert_eq!(
+        ds[0].1.explanation,
+        "within bounds, not calm (GPU memory unknown (DCGM configured but not answering)); holding at 3"
+    );
+    let mut st = PolicyState::with_previous_target(3);
+    let ds = run(&policy(), &mut st, 0, 302, 2, |_| Load::idle(3));
+    assert_eq!(changes(&ds, 3), vec![(300, 2, Reason::ScaleInCalm)]);
+}
+
+#[test]
+fn guardrail_steps_from_the_running_replicas_when_more_run_than_asked() {
+    // The HPA keeps 6 (its own minReplicaCount) while the level went down to 2.
+    let p = policy_with(|c| {
+        c.max_replicas = 10;
+        c.scale_up_stabilization = Duration::ZERO;
+    });
+    let mut st = PolicyState::with_previous_target(2);
+    let d = p.decide(secs(0), &Load::idle(6).p95(6.0).signals(secs(0)), &mut st);
+    assert_eq!((d.reason, d.target_replicas), (Reason::E2eLatencySlo, 8));
+}
+
+#[test]
 fn preemption_rate_per_replica_scales_out() {
     let p = policy();
     let mut st = PolicyState::with_previous_target(2);
