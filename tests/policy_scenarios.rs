@@ -292,6 +292,20 @@ fn kv_cache_critical_must_hold_thirty_seconds() {
 }
 
 #[test]
+fn short_queue_is_neither_breach_nor_calm() {
+    let p = policy();
+    let mut st = PolicyState::with_previous_target(3);
+    let ds = run(&p, &mut st, 0, 900, 2, |_| {
+        Load::idle(3).queue(10.0).p95(1.0)
+    });
+    assert!(changes(&ds, 3).is_empty());
+    assert_eq!(
+        ds[0].1.explanation,
+        "within bounds, not calm (queue 10 > 0, 3.33 per ready replica); holding at 3"
+    );
+}
+
+#[test]
 fn kv_between_warning_and_critical_blocks_scale_in_only() {
     let p = policy();
     let mut st = PolicyState::with_previous_target(3);
@@ -340,6 +354,10 @@ fn guardrail_steps_from_the_running_replicas_when_more_run_than_asked() {
     let mut st = PolicyState::with_previous_target(2);
     let d = p.decide(secs(0), &Load::idle(6).p95(6.0).signals(secs(0)), &mut st);
     assert_eq!((d.reason, d.target_replicas), (Reason::E2eLatencySlo, 8));
+    assert_eq!(
+        d.explanation,
+        "P95 e2e 6 s > SLO 5 s; target 2 -> 8 (6 ready, at most +2 per 60 s)"
+    );
 }
 
 #[test]

@@ -266,7 +266,12 @@ fn scale_out(
         }
     }
     st.up_steps.push_back((now, next - base));
-    let text = format!("{why}; target {level} -> {next} ({limit}){widened}");
+    let running = if o.ready > level {
+        format!("{} ready, ", o.ready)
+    } else {
+        String::new()
+    };
+    let text = format!("{why}; target {level} -> {next} ({running}{limit}){widened}");
     (next, primary.reason, text)
 }
 

@@ -159,7 +159,11 @@ pub(super) fn calm_check(c: &PolicyConfig, o: &Observed) -> (Vec<String>, Vec<St
     let mut not_calm = Vec::new();
     let mut facts = Vec::new();
     if o.queue > 0.0 {
-        not_calm.push(format!("queue {} > 0", num(o.queue)));
+        not_calm.push(format!(
+            "queue {} > 0, {} per ready replica",
+            num(o.queue),
+            num(o.queue / f64::from(o.ready.max(1)))
+        ));
     } else {
         facts.push("queue 0".to_owned());
     }
