@@ -576,3 +576,58 @@ fn reason_codes_are_snake_case_and_match_serde() {
         );
     }
 }
+
+#[test]
+fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
+    // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
+    // requests, the rest wait. Load ramps to 150 over 10 min, holds 10 min, then stops.
+    let p = policy();
+    let mut st = PolicyState::default();
+    let mut asked: Vec<(u64, u32)> = vec![(0, 1)];
+    let mut targets = Vec::new();
+    let load_end = 1200;
+    for t in (0..2400).step_by(2) {
+        let demand = if t < 600 {
+            t as f64 / 4.0
+        } else if t < load_end {
+            150.0
+        } else {
+            0.0
+        };
+        let latest = asked.last().unwrap().1;
+        let started = asked
+            .iter()
+            .rev()
+            .find(|(at, _)| at + 90 <= t || *at == 0)
+            .map_or(1, |&(_, n)| n);
+        let ready = started.min(latest).max(1) as f64;
+        let queue = (demand - 20.0 * ready).max(0.0);
+        let running = demand.min(20.0 * ready);
+        let p95 = (running > 0.0).then(|| 1.0 + queue / ready * 0.3);
+        let mut load = Load::idle(ready as usize).queue(queue).running(running);
+        load.e2e_p95 = p95;
+        load.finished = running;
+        let d = p.decide(secs(t), &load.signals(secs(t)), &mut st);
+        if d.target_replicas != latest {
+            asked.push((t, d.target_replicas));
+        }
+        targets.push((t, d.target_replicas, d.reason));
+    }
+    let peak = targets.iter().map(|&(_, n, _)| n).max().unwrap();
+    assert_eq!(peak, 5);
+    let first_down = targets
+        .windows(2)
+        .find(|w| w[1].1 < w[0].1)
+        .map(|w| w[1].0)
+        .unwrap();
+    assert!(first_down >= load_end + 300, "scaled in at {first_down}");
+    // Up, then down: never up again after the first scale-in.
+    let after: Vec<u32> = targets
+        .iter()
+        .filter(|x| x.0 >= first_down)
+        .map(|x| x.1)
+        .collect();
+    assert!(after.windows(2).all(|w| w[1] <= w[0]), "{after:?}");
+    assert_eq!(targets.last().unwrap().1, 1);
+    assert_eq!(targets.last().unwrap().2, Reason::AtMin);
+}
