@@ -16,14 +16,15 @@
 //!   of N on the summed queue); P95 e2e latency, TTFT or ITL over its SLO; KV-cache usage (the
 //!   fullest pod) over critical for 30 s; preemptions per second per ready replica over the
 //!   threshold. Latency, KV and preemption triggers are guardrails: each asks for one step
-//!   (`scaleUpPods`) above the level. A breach must hold continuously for
-//!   `scaleUpStabilizationSeconds` before the level moves; the level then rises by at most
-//!   `scaleUpPods` per `scaleUpPeriodSeconds` (sliding window) and never above max.
+//!   (`scaleUpPods`) above the level or the ready replicas, whichever is more. A breach must
+//!   hold continuously for `scaleUpStabilizationSeconds` before the level moves; the target
+//!   then rises by at most `scaleUpPods` (counted from the same base) per
+//!   `scaleUpPeriodSeconds` (sliding window) and never above max.
 //! - **Capacity on the way**: while the level is above the ready replicas and the shortfall is
 //!   younger than `startupGraceSeconds`, guardrails do not stack another step (the queue
 //!   demand, an absolute number, still applies).
 //! - **Scale in** only when calm: queue 0, every P95 below half its SLO (undefined = calm),
-//!   KV usage below warning, GPU memory below 95 % (when DCGM answers) and no trigger. Calm must
+//!   KV usage below warning, GPU memory below 95 % (when DCGM is configured) and no trigger. Calm must
 //!   hold for `scaleDownStabilizationSeconds`; then the level drops by at most `scaleDownPods`
 //!   per `scaleDownPeriodSeconds`. Any non-calm sample restarts the calm clock; so does a
 //!   sample with no ready replica. A fresh [`PolicyState`] (a restart) starts the calm clock at
@@ -39,6 +40,7 @@
 mod decide;
 mod explain;
 mod hpa;
+mod rules;
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -79,6 +81,9 @@ pub struct PolicyConfig {
     /// GPU memory used fraction at or above which the fleet is not calm (0.95, the source
     /// guide's `VLLMGPUMemoryCritical`); only read when DCGM signals are present.
     pub gpu_memory_calm_below: f64,
+    /// Whether DCGM targets are configured: then unknown GPU memory is not calm (the scaler
+    /// never scales in blind).
+    pub gpu_memory_required: bool,
     /// Largest scale-up within one scale-up period (`scaleUpPods`).
     pub scale_up_pods: u32,
     /// The scale-up rate-limit window (`scaleUpPeriodSeconds`).
@@ -119,6 +124,7 @@ impl Default for PolicyConfig {
             kv_cache_critical_for: Duration::from_secs(30),
             preemptions_per_second_per_replica: 5.0,
             gpu_memory_calm_below: 0.95,
+            gpu_memory_required: false,
             scale_up_pods: 2,
             scale_up_period: Duration::from_secs(60),
             scale_up_stabilization: Duration::from_secs(30),
