@@ -167,10 +167,7 @@ fn us(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64
 }
 
-async fn latency(a: &Args) {
-    let pods = Pods::default();
-    let base = start_pods(pods.clone()).await;
-    let server = start_server().await;
+async fn latency(a: &Args, pods: &Pods, base: &str, server: &Server) {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr()))
         .unwrap()
         .tcp_nodelay(true)
@@ -281,13 +278,9 @@ async fn latency(a: &Args) {
     );
     println!("  server side (handler time, histogram bucket bounds): p50 <= {p50}, p99 <= {p99}");
     println!("  load average (1 min) at the end: {}", load_average());
-    server.shutdown().await.unwrap();
 }
 
-async fn reaction(a: &Args) {
-    let pods = Pods::default();
-    let base = start_pods(pods.clone()).await;
-    let server = start_server().await;
+async fn reaction(a: &Args, pods: &Pods, base: &str, server: &Server) {
     let mut client = ExternalScalerClient::connect(format!("http://{}", server.grpc_addr()))
         .await
         .unwrap();
@@ -381,17 +374,34 @@ async fn reaction(a: &Args) {
         "  GetMetrics after the step: {}",
         answer.metric_values[0].metric_value_float
     );
-    server.shutdown().await.unwrap();
 }
 
 fn main() {
     let a = args();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // Three runtimes on their own threads, like three processes: the scaler (every core), the
+    // vLLM pods (one thread) and KEDA (one thread), so the client's and the pods' work does not
+    // queue behind the scaler's tasks or the other way round.
+    let scaler_rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(async {
-        latency(&a).await;
-        reaction(&a).await;
-    });
+    let pods_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let keda_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let pods = Pods::default();
+    let base = pods_rt.block_on(start_pods(pods.clone()));
+
+    let server = scaler_rt.block_on(start_server());
+    keda_rt.block_on(latency(&a, &pods, &base, &server));
+    scaler_rt.block_on(server.shutdown()).unwrap();
+
+    let server = scaler_rt.block_on(start_server());
+    keda_rt.block_on(reaction(&a, &pods, &base, &server));
+    scaler_rt.block_on(server.shutdown()).unwrap();
 }
