@@ -244,9 +244,10 @@ GRAFANA_VARIABLES = {
 }
 
 
-def substitute(expr: str) -> str:
-    for k in sorted(GRAFANA_VARIABLES, key=len, reverse=True):
-        expr = expr.replace(k, GRAFANA_VARIABLES[k])
+def substitute(expr: str, overrides: dict[str, str] | None = None) -> str:
+    values = dict(GRAFANA_VARIABLES, **(overrides or {}))
+    for k in sorted(values, key=len, reverse=True):
+        expr = expr.replace(k, values[k])
     assert "$" not in expr, f"unsubstituted Grafana variable in {expr!r}"
     return expr
 
@@ -263,20 +264,20 @@ def dashboard_panels(dash: dict) -> list[dict]:
     return out
 
 
-def dashboard_exprs(dash: dict) -> list[tuple[str, str]]:
+def dashboard_exprs(dash: dict, overrides: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """(panel title / refId, PromQL with Grafana variables substituted) for every query,
     including the selector inside each label_values() variable query."""
     out = []
     for p in dashboard_panels(dash):
         for t in p.get("targets", []):
-            out.append((f"{p['title']} / {t['refId']}", substitute(t["expr"])))
+            out.append((f"{p['title']} / {t['refId']}", substitute(t["expr"], overrides)))
     for v in dash["templating"]["list"]:
         if v.get("type") != "query":
             continue
         q = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
         m = re.fullmatch(r"label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\)", q.strip())
         assert m, f"variable {v['name']}: expected label_values(<selector>, <label>), got {q!r}"
-        out.append((f"variable {v['name']}", substitute(m.group(1))))
+        out.append((f"variable {v['name']}", substitute(m.group(1), overrides)))
     return out
 
 

@@ -16,6 +16,7 @@ import copy
 import os
 import re
 import subprocess
+import time
 import tomllib
 from pathlib import Path
 
@@ -487,9 +488,13 @@ def test_guide_alerts_keep_the_guide_thresholds():
         assert "vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc" in expr, "both names, never added"
 
 
-def _run_promtool_tests(promtool, rules_groups, workdir: Path) -> subprocess.CompletedProcess:
+def _run_promtool_tests(promtool, rules_groups, workdir: Path, alert: str | None = None) -> subprocess.CompletedProcess:
+    """promtool test rules over tests/deploy/*.test.yml (only the files naming `alert`, if given)."""
     ds.write_plain_rules(workdir / "rules.yml", rules_groups)
     files = sorted(ds.PROMTOOL_TESTS.glob("*.test.yml"))
+    if alert is not None:
+        files = [f for f in files if f"alertname: {alert}\n" in f.read_text()]
+        assert files, f"no unit test names {alert}"
     for f in files:
         (workdir / f.name).write_text(f.read_text())
     return subprocess.run([promtool, "test", "rules", *[f.name for f in files]], cwd=workdir,
@@ -534,13 +539,13 @@ def test_unit_tests_catch_broken_rules(promtool, tmp_path):
         never = _mutated(name, lambda e: "vector(1) == 0")
         d = tmp_path / f"never-{i}"
         d.mkdir()
-        out = _run_promtool_tests(promtool, never, d)
+        out = _run_promtool_tests(promtool, never, d, name)
         assert out.returncode != 0, f"{name}: unit tests still pass when the alert can never fire"
         if last_comparison.search(rule["expr"].strip()):
             loose = _mutated(name, lambda e: last_comparison.sub(">= -1", e.strip()))
             d = tmp_path / f"loose-{i}"
             d.mkdir()
-            out = _run_promtool_tests(promtool, loose, d)
+            out = _run_promtool_tests(promtool, loose, d, name)
             assert out.returncode != 0, f"{name}: unit tests still pass without the threshold: " \
                                         "no series that must stay silent"
 
@@ -722,3 +727,97 @@ def test_scaler_metric_names_match_the_running_binary(tmp_path):
     used = {n for _, e in _all_promql() for n in ds.metric_names(e) if n.startswith("vllm_keda_scaler_")}
     missing = sorted(used - exposed)
     assert not missing, f"the scaler's /metrics does not expose {missing}"
+
+
+# ---------------------------------------------------------------- against a real Prometheus
+
+@pytest.fixture(scope="module")
+def fixture_prometheus(promtool, tmp_path_factory):
+    """A real Prometheus holding two scrapes of every fixture (None when it is not installed)."""
+    import shutil
+
+    prometheus = shutil.which("prometheus")
+    if promtool is None or prometheus is None:
+        ds.missing_oracle("prometheus and promtool", ds.PROMTOOL_HOW)
+        yield None
+        return
+    import deploy_prometheus as dp
+
+    t = (int(time.time()) // 60) * 60 - 3 * 3600
+    with dp.prometheus_with_fixtures(promtool, prometheus, tmp_path_factory.mktemp("prometheus"), t) as query:
+        yield query
+
+
+def _dashboard_query(title: str, ref: str, namespace: str) -> str:
+    import deploy_prometheus as dp  # noqa: F401
+
+    for p in ds.dashboard_panels(ds.dashboard()):
+        if p["title"] == title:
+            for t in p["targets"]:
+                if t["refId"] == ref:
+                    return ds.substitute(t["expr"], {"$__rate_interval": "1m", "$namespace": namespace})
+    raise AssertionError(f"no panel {title!r} query {ref}")
+
+
+def test_every_dashboard_query_returns_data_from_real_vllm_metrics(fixture_prometheus):
+    """Each panel query, run by Prometheus over the fixtures, returns series for vLLM V1 (new
+    names) and for vLLM V0 (old names); DCGM and HTTP panels for the namespace that has them."""
+    if fixture_prometheus is None:
+        return
+    import deploy_prometheus as dp
+
+    query = fixture_prometheus
+    for namespace in (dp.V1_NAMESPACE, dp.V0_NAMESPACE):
+        overrides = {"$__rate_interval": "1m", "$namespace": namespace}
+        for where, expr in ds.dashboard_exprs(ds.dashboard(), overrides):
+            names = ds.metric_names(expr)
+            if namespace == dp.V0_NAMESPACE and any(n.startswith(("DCGM_", "http_")) for n in names):
+                continue  # the V0 fixture has no HTTP metrics and no GPU mapped to it
+            if names == {"vllm_keda_scaler_scaledobjects"} and namespace == dp.V0_NAMESPACE:
+                continue
+            assert query(expr), f"{namespace}: {where} returns nothing: {expr}"
+
+
+def test_dashboard_latency_queries_match_the_reference_values(fixture_prometheus):
+    """P95 over the idle-to-loaded scrape pair equals the fixtures' documented PromQL values."""
+    if fixture_prometheus is None:
+        return
+    import deploy_prometheus as dp
+
+    query = fixture_prometheus
+    expected = {
+        "End-to-end latency P50 / P95 / P99": 38.33,
+        "Time to first token P50 / P95 / P99": 6.947,
+        "Inter-token latency (TPOT) P50 / P95 / P99": 0.07395,
+    }
+    for title, value in expected.items():
+        ((_, got),) = query(_dashboard_query(title, "B", dp.V1_NAMESPACE))
+        assert got == pytest.approx(value, rel=2e-3), title
+        # V0 (old names): a value, from its own histograms
+        ((_, old),) = query(_dashboard_query(title, "B", dp.V0_NAMESPACE))
+        assert old > 0, title
+    kv = dict((m["pod"], v) for m, v in query(_dashboard_query("KV-cache usage per pod", "A", dp.V1_NAMESPACE)))
+    assert kv == {"vllm-a": pytest.approx(0.9003)}
+    kv0 = dict((m["pod"], v) for m, v in query(_dashboard_query("KV-cache usage per pod", "A", dp.V0_NAMESPACE)))
+    assert kv0 == {"vllm-old": pytest.approx(0.8874)}
+    ((_, waiting),) = query(_dashboard_query("Queue depth (waiting requests)", "A", dp.V1_NAMESPACE))
+    assert waiting == 14
+
+
+def test_alert_expressions_on_real_vllm_metrics(fixture_prometheus):
+    """The alert expressions, run by Prometheus on the loaded fixtures: KV above 80 % (0.90 and
+    0.887) warns, nothing is 'full', the GPUs at 92 % are not critical, 14 waiting is not deep."""
+    if fixture_prometheus is None:
+        return
+    import deploy_prometheus as dp
+
+    query = fixture_prometheus
+    rules = {r["alert"]: r["expr"] for r in ds.alert_rules()}
+    high = {(m["namespace"], m["pod"]) for m, _ in query(rules["VLLMKVCacheHigh"])}
+    assert high == {(dp.V1_NAMESPACE, "vllm-a"), (dp.V0_NAMESPACE, "vllm-old")}
+    for silent in ("VLLMKVCacheFull", "VLLMGPUMemoryCritical", "VLLMHighQueueDepth", "VLLMPreemptionSpike",
+                   "VLLMKedaScalerTargetsFailing", "VLLMKedaScalerNoFreshData", "VLLMKedaScalerFallbackLikely",
+                   "VLLMKedaScalerPinnedAtMax", "VLLMKedaScalerScrapeErrors", "VLLMKedaScalerDown"):
+        assert query(rules[silent]) == [], silent
+    slow = {m["model_name"] for m, v in query(rules["VLLMHighLatency"])}
+    assert "meta-llama/Llama-3.1-8B-Instruct" in slow
