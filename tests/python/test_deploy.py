@@ -666,65 +666,102 @@ def test_every_metric_name_is_really_exported():
                 assert " or " in expr and not re.search(r"\)\s*\+\s*", expr), f"{where}: twins added"
 
 
-def test_scaler_metric_names_match_the_running_binary(tmp_path):
-    """The scaler names in the rules and dashboard are ones the real binary exposes on /metrics
-    (`# TYPE` lines), once `serve` is implemented."""
-    import socket
-    import time
-    import urllib.request
-
-    binary = ds.REPO / "target" / "debug" / "vllm-keda-scaler"
-    if not binary.exists():
-        ds.missing_oracle("target/debug/vllm-keda-scaler", "cargo build")
+def test_real_scaler_accepts_the_examples_and_exports_the_names_used(rendered, tmp_path):
+    """The real binary, driven like KEDA: each example ScaledObject's trigger metadata (targets
+    swapped for loopback servers serving the fixtures) is accepted by GetMetricSpec, GetMetrics
+    answers within [min, max], and afterwards /metrics exposes every scaler metric name that the
+    rules and the dashboard use."""
+    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
         return
-    ports = []
-    for _ in range(2):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        ports.append(s.getsockname()[1])
-        s.close()
-    # Addresses through the environment, as the base Deployment sets them.
-    env = dict(os.environ, VLLM_KEDA_SCALER_GRPC_ADDR=f"127.0.0.1:{ports[0]}",
-               VLLM_KEDA_SCALER_HTTP_ADDR=f"127.0.0.1:{ports[1]}")
-    log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen([str(binary), "serve"], env=env, stdout=subprocess.DEVNULL, stderr=log)
-    body = None
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ports[1]}/metrics", timeout=2) as r:
-                    body = r.read().decode()
-                break
-            except OSError:
-                time.sleep(0.2)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
-    if body is None:
-        stderr = (tmp_path / "serve.log").read_text()
-        if "not implemented" in stderr:
-            print("notice: `serve` is not implemented in this build; scaler names checked against "
-                  "the shared metric list only")
-            return
-        raise AssertionError(f"serve did not answer /metrics: {stderr[-2000:]}")
-    families = ds.exposition_families(body)
-    exposed = set()
-    for family, kind in families.items():
+    import grpc
+
+    import deploy_live as live
+
+    binary = Path(os.environ.get("VLLM_KEDA_SCALER_BIN", ds.REPO / "target" / "debug" / "vllm-keda-scaler"))
+    if not binary.exists():
+        ds.missing_oracle(str(binary), "cargo build")
+        return
+    pb2, pb2_grpc = live.generate_stubs(tmp_path)
+    vllm_body = (ds.FIXTURES / "vllm-v1-loaded.prom").read_bytes()
+    dcgm_body = (ds.FIXTURES / "dcgm.prom").read_bytes()
+    with live.fixture_server(vllm_body) as vllm_port, live.fixture_server(dcgm_body) as dcgm_port:
+        scaler = live.Scaler(binary, tmp_path)
+        try:
+            if not scaler.wait_ready():
+                log = scaler.log()
+                if "not implemented" in log:
+                    print("notice: `serve` is not implemented in this build; the examples' metadata and "
+                          "the scaler metric names are checked against the shared contract only")
+                    return
+                raise AssertionError("serve exited:\n" + log)
+            channel = grpc.insecure_channel(f"127.0.0.1:{scaler.grpc_port}")
+            stub = pb2_grpc.ExternalScalerStub(channel)
+            for directory in ("deploy/examples/scaledobject-external", "deploy/examples/scaledobject-external-push",
+                              "deploy/examples/scaledobject-tls"):
+                so = ds.one(objects(rendered, directory), "ScaledObject")
+                md = live.loopback_metadata(so["spec"]["triggers"][0]["metadata"], vllm_port, dcgm_port)
+                ref = pb2.ScaledObjectRef(name=directory.rsplit("/", 1)[1], namespace=so["metadata"]["namespace"],
+                                          scalerMetadata=md)
+                try:
+                    spec = stub.GetMetricSpec(ref, timeout=3)
+                except grpc.RpcError as e:
+                    raise AssertionError(f"{directory}: the scaler rejects the example: {e.details()}") from None
+                assert [(m.metricName, m.targetSize, m.targetSizeFloat) for m in spec.metricSpecs] == \
+                    [("vllm-desired-replicas", 1, 1.0)]
+                request = pb2.GetMetricsRequest(scaledObjectRef=ref, metricName="vllm-desired-replicas")
+                deadline = time.monotonic() + 20
+                while True:
+                    try:
+                        answer = stub.GetMetrics(request, timeout=3)
+                        break
+                    except grpc.RpcError as e:
+                        assert e.code() == grpc.StatusCode.UNAVAILABLE, e.details()
+                        assert time.monotonic() < deadline, f"{directory}: still Unavailable: {e.details()}"
+                        time.sleep(0.2)
+                (value,) = answer.metricValues
+                replicas = value.metricValueFloat or value.metricValue
+                assert int(md["minReplicas"]) <= replicas <= int(md["maxReplicas"]), (directory, replicas)
+                assert stub.IsActive(ref, timeout=3).result is True, "the loaded fixture has work"
+            # a misspelt key is refused, naming it (so acceptance above means something)
+            bad = pb2.ScaledObjectRef(name="typo", namespace="llm-serving",
+                                      scalerMetadata=dict(md, queueDepthPerReplicas="25"))
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.GetMetricSpec(bad, timeout=3)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "queueDepthPerReplicas" in refused.value.details()
+            # a ScaledObject whose only vLLM pod is down: GetMetrics answers Unavailable (what
+            # KEDA's fallback counts) and the scaler counts it
+            dead = pb2.ScaledObjectRef(name="dead", namespace="llm-serving", scalerMetadata=dict(
+                {k: v for k, v in md.items() if not k.startswith("dcgm")},
+                endpoints=f"127.0.0.1:{live._free_port()}"))
+            stub.GetMetricSpec(dead, timeout=3)
+            codes = set()
+            deadline = time.monotonic() + 20
+            while grpc.StatusCode.UNAVAILABLE not in codes and time.monotonic() < deadline:
+                try:
+                    stub.GetMetrics(pb2.GetMetricsRequest(scaledObjectRef=dead, metricName="vllm-desired-replicas"),
+                                    timeout=3)
+                    codes.add(grpc.StatusCode.OK)
+                except grpc.RpcError as e:
+                    codes.add(e.code())
+                time.sleep(0.3)
+            assert grpc.StatusCode.UNAVAILABLE in codes, f"no Unavailable for a dead target: {codes}"
+            channel.close()
+            time.sleep(1)  # a few scrape cycles
+            status, body = scaler.http("/metrics")
+            assert status == 200
+        finally:
+            scaler.stop()
+    exposed = ds.exposition_names(body)
+    for family, kind in ds.exposition_families(body).items():
         if kind == "histogram":
             exposed |= {family + "_bucket", family + "_sum", family + "_count"}
         elif kind == "counter":
-            exposed |= {family, family + "_total"}
+            exposed |= {family if family.endswith("_total") else family + "_total"}
         else:
             exposed.add(family)
-    exposed |= ds.exposition_names(body)
     used = {n for _, e in _all_promql() for n in ds.metric_names(e) if n.startswith("vllm_keda_scaler_")}
+    assert len(used) >= 15
     missing = sorted(used - exposed)
     assert not missing, f"the scaler's /metrics does not expose {missing}"
 
