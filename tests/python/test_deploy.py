@@ -74,7 +74,7 @@ def test_every_deploy_directory_is_a_kustomization():
     expected = {
         "deploy/base", "deploy/monitoring", "deploy/examples/vllm",
         "deploy/examples/scaledobject-external", "deploy/examples/scaledobject-external-push",
-        "deploy/examples/scaledobject-tls", "deploy/examples/karpenter",
+        "deploy/examples/scaledobject-tls", "deploy/examples/karpenter", "deploy/examples/dcgm",
     }
     assert expected <= dirs, f"missing kustomizations: {sorted(expected - dirs)}"
     # every YAML file under deploy/ is listed by the kustomization of its directory
@@ -353,6 +353,18 @@ def test_scaledobjects_use_the_scaler_contract(rendered):
         tolerance = behavior["scaleDown"].get("tolerance")
         assert float(md.get("hpaTolerance", "0.1")) == float(tolerance if tolerance is not None else "0.1"), \
             "the scaler must know the HPA's tolerance"
+        if "dcgmService" in md:
+            # a headless Service over the exporters, which the scaler's NetworkPolicy may reach
+            dcgm = ds.one(objects(rendered, "deploy/examples/dcgm"), "Service")
+            host = f"{dcgm['metadata']['name']}.{dcgm['metadata']['namespace']}.svc.cluster.local"
+            assert md["dcgmService"] in (host, f"{host}:9400")
+            assert dcgm["spec"]["clusterIP"] == "None" and [p["port"] for p in dcgm["spec"]["ports"]] == [9400]
+            netpol = ds.one(base, "NetworkPolicy")
+            assert any(
+                any(ds.selector_matches(peer.get("podSelector", {}), dcgm["spec"]["selector"]) for peer in r["to"])
+                and any(p["port"] == 9400 for p in r["ports"])
+                for r in netpol["spec"]["egress"]
+            ), "the scaler's NetworkPolicy does not let it reach the DCGM exporters"
         if directory.endswith("tls"):
             ta = ds.one(objs, "TriggerAuthentication")
             assert trigger["authenticationRef"]["name"] == ta["metadata"]["name"]
