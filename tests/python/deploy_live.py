@@ -132,3 +132,57 @@ def loopback_metadata(metadata: dict[str, str], vllm_port: int, dcgm_port: int) 
         md["dcgmEndpoints"] = f"127.0.0.1:{dcgm_port}"
     md["scrapeIntervalSeconds"] = "0.2"
     return md
+
+
+@contextlib.contextmanager
+def openai_stream_server(model: str):
+    """A loopback HTTP server with vLLM's /health and a streaming /v1/completions (three tokens,
+    a usage chunk, [DONE]) for the given model; yields (port, counter dict)."""
+    import json
+
+    counts = {"completions": 0, "wrong_model": 0}
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):  # noqa: N802
+            if self.path == "/health":
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self.send_error(404)
+
+        def do_POST(self):  # noqa: N802
+            length = int(self.headers.get("Content-Length", "0"))
+            request = json.loads(self.rfile.read(length) or b"{}")
+            if self.path != "/v1/completions" or request.get("model") != model:
+                with lock:
+                    counts["wrong_model"] += 1
+                self.send_error(404)
+                return
+            chunks = [{"choices": [{"index": 0, "text": t}]} for t in ("a", "b", "c")]
+            chunks.append({"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": 3,
+                                                      "total_tokens": 11}})
+            body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            with lock:
+                counts["completions"] += 1
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], counts
+    finally:
+        server.shutdown()
+        server.server_close()
