@@ -447,6 +447,11 @@ def test_dockerfile_builds_the_binary_as_non_root():
     assert any(ln.startswith("COPY . .") for ln in lines) or all(
         any(f"COPY {p}" in ln or f" {p} " in ln + " " for ln in lines) for p in ("proto", "build.rs"))
 
+    # `cargo build --locked` in the image fails if Cargo.lock is stale: resolve it the same way
+    out = subprocess.run(["cargo", "tree", "--locked", "--offline", "-e", "normal", "--prefix", "none"],
+                         cwd=ds.REPO, capture_output=True, text=True)
+    assert out.returncode == 0, f"Cargo.lock does not satisfy Cargo.toml (--locked): {out.stderr[-1500:]}"
+
     # nothing Cargo needs is kept out of the build context
     ignored = [ln.strip().rstrip("/") for ln in (ds.REPO / ".dockerignore").read_text().splitlines()
                if ln.strip() and not ln.startswith("#") and not ln.startswith("!")]
