@@ -314,6 +314,10 @@ def test_vllm_example_follows_the_production_checklist(rendered):
     )
 
 
+def md_of(spec: dict) -> dict:
+    return spec["triggers"][0]["metadata"]
+
+
 def test_scaledobjects_use_the_scaler_contract(rendered):
     if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
         return
@@ -336,7 +340,11 @@ def test_scaledobjects_use_the_scaler_contract(rendered):
         assert spec["fallback"]["failureThreshold"] >= 1 and spec["fallback"]["replicas"] >= 1
         assert spec["minReplicaCount"] >= 1, "at zero replicas there is no vLLM /metrics to activate on"
         behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
-        assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 300
+        # the scaler holds the calm period (>= 300 s, the guide's value; default 300) and the
+        # HPA adds no window of its own on top, only the same step limit as a guard
+        assert float(md_of(spec).get("scaleDownStabilizationSeconds", "300")) >= 300
+        assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 0
+        assert behavior["scaleUp"]["stabilizationWindowSeconds"] == 0
         assert behavior["scaleDown"]["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 120}]
         (trigger,) = spec["triggers"]
         types.add(trigger["type"])
