@@ -167,13 +167,13 @@ def openai_stream_server(model: str):
                                                       "total_tokens": 11}})
             body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
             data = body.encode()
+            with lock:  # counted before the answer leaves, so a caller never sees it uncounted
+                counts["completions"] += 1
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
-            with lock:
-                counts["completions"] += 1
 
         def log_message(self, *args):
             pass
