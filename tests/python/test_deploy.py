@@ -882,8 +882,6 @@ def fixture_prometheus(promtool, tmp_path_factory):
 
 
 def _dashboard_query(title: str, ref: str, namespace: str) -> str:
-    import deploy_prometheus as dp  # noqa: F401
-
     for p in ds.dashboard_panels(ds.dashboard()):
         if p["title"] == title:
             for t in p["targets"]:
