@@ -952,3 +952,19 @@ def test_alert_expressions_on_real_vllm_metrics(fixture_prometheus):
         assert query(rules[silent]) == [], silent
     slow = {m["model_name"] for m, v in query(rules["VLLMHighLatency"])}
     assert "meta-llama/Llama-3.1-8B-Instruct" in slow
+
+
+def test_alert_thresholds_agree_with_the_scaledobject(rendered):
+    """The alerts and the scaler judge the same SLO and KV-cache limits."""
+    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
+        return
+    md = md_of(ds.one(objects(rendered, "deploy/examples/scaledobject-external"), "ScaledObject")["spec"])
+    rules = {r["alert"]: r["expr"].strip() for r in ds.alert_rules()}
+
+    def threshold(alert):
+        return float(re.search(r">\s*([0-9.]+)$", rules[alert]).group(1))
+
+    assert threshold("VLLMHighLatency") == float(md["latencySloSeconds"])
+    assert threshold("VLLMKVCacheFull") == float(md["kvCacheCritical"])
+    assert threshold("VLLMKVCacheHigh") == float(md["kvCacheWarning"])
+    assert threshold("VLLMPreemptionSpike") == float(md["preemptionRateThreshold"])
