@@ -299,25 +299,28 @@ impl Cycle {
         }
     }
 
+    /// One log line per change of target or activity (and for the first decision), with the
+    /// reason and the numbers behind it.
     fn log_change(&self, so: &ScaledObject, decision: &Decision, healthy: usize, total: usize) {
         let previous = self.status.decision.as_ref();
-        let changed = previous.is_none_or(|p| {
-            p.target_replicas != decision.target_replicas || p.active != decision.active
-        });
-        if changed {
-            tracing::info!(
-                scaledobject = %so.key,
-                from = ?previous.map(|p| p.target_replicas),
-                to = decision.target_replicas,
-                desired = decision.desired_replicas,
-                active = decision.active,
-                reason = %reason_label(decision.reason),
-                explanation = %decision.explanation,
-                healthy_targets = healthy,
-                targets = total,
-                "replica target changed"
-            );
-        }
+        let message = match previous {
+            None => "first decision",
+            Some(p) if p.target_replicas != decision.target_replicas => "replica target changed",
+            Some(p) if p.active != decision.active => "activity changed",
+            Some(_) => return,
+        };
+        tracing::info!(
+            scaledobject = %so.key,
+            from = previous.map_or(0, |p| p.target_replicas),
+            to = decision.target_replicas,
+            desired = decision.desired_replicas,
+            active = decision.active,
+            reason = %reason_label(decision.reason),
+            explanation = %decision.explanation,
+            healthy_targets = healthy,
+            targets = total,
+            "{message}"
+        );
     }
 
     fn update_metrics(
