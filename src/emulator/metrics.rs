@@ -202,9 +202,21 @@ impl Writer<'_> {
 
 fn process_metrics(w: &mut Writer<'_>, start_unix_seconds: f64) {
     let gc = [
-        ("python_gc_objects_collected_total", "Objects collected during gc", [52840.0, 7391.0, 1502.0]),
-        ("python_gc_objects_uncollectable_total", "Uncollectable objects found during GC", [0.0; 3]),
-        ("python_gc_collections_total", "Number of times this generation was collected", [2318.0, 210.0, 11.0]),
+        (
+            "python_gc_objects_collected_total",
+            "Objects collected during gc",
+            [52840.0, 7391.0, 1502.0],
+        ),
+        (
+            "python_gc_objects_uncollectable_total",
+            "Uncollectable objects found during GC",
+            [0.0; 3],
+        ),
+        (
+            "python_gc_collections_total",
+            "Number of times this generation was collected",
+            [2318.0, 210.0, 11.0],
+        ),
     ];
     for (name, help, values) in gc {
         w.header(name, help, "counter");
@@ -225,17 +237,37 @@ fn process_metrics(w: &mut Writer<'_>, start_unix_seconds: f64) {
         ],
         1.0,
     );
-    w.gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", 6.0521304064e10);
-    w.gauge("process_resident_memory_bytes", "Resident memory size in bytes.", 3.291705344e9);
+    w.gauge(
+        "process_virtual_memory_bytes",
+        "Virtual memory size in bytes.",
+        6.0521304064e10,
+    );
+    w.gauge(
+        "process_resident_memory_bytes",
+        "Resident memory size in bytes.",
+        3.291705344e9,
+    );
     w.gauge(
         "process_start_time_seconds",
         "Start time of the process since unix epoch in seconds.",
         start_unix_seconds,
     );
-    w.header("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", "counter");
+    w.header(
+        "process_cpu_seconds_total",
+        "Total user and system CPU time spent in seconds.",
+        "counter",
+    );
     w.sample("process_cpu_seconds_total", "", &[], 12.5);
-    w.gauge("process_open_fds", "Number of open file descriptors.", 287.0);
-    w.gauge("process_max_fds", "Maximum number of open file descriptors.", 1048576.0);
+    w.gauge(
+        "process_open_fds",
+        "Number of open file descriptors.",
+        287.0,
+    );
+    w.gauge(
+        "process_max_fds",
+        "Maximum number of open file descriptors.",
+        1048576.0,
+    );
 }
 
 const HELP_PROMPT_TOKENS: &str = "Number of prefill tokens processed.";
@@ -274,7 +306,11 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
         "Number of requests in model execution batches.",
         engine.num_running() as f64,
     );
-    w.gauge("vllm:num_requests_waiting", HELP_WAITING, engine.num_waiting() as f64);
+    w.gauge(
+        "vllm:num_requests_waiting",
+        HELP_WAITING,
+        engine.num_waiting() as f64,
+    );
     let sleep = "vllm:engine_sleep_state";
     w.header(
         sleep,
@@ -282,7 +318,11 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
          weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
         "gauge",
     );
-    for (state, v) in [("awake", 1.0), ("weights_offloaded", 0.0), ("discard_all", 0.0)] {
+    for (state, v) in [
+        ("awake", 1.0),
+        ("weights_offloaded", 0.0),
+        ("discard_all", 0.0),
+    ] {
         w.sample(sleep, "", &[("sleep_state", state)], v);
     }
     w.gauge(
@@ -293,8 +333,16 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     let none: &[(&str, &str)] = &[];
     let queries = stats.prefix_cache_queries_total as f64;
     for (stem, help, v) in [
-        ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", queries),
-        ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", 0.0),
+        (
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            queries,
+        ),
+        (
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            0.0,
+        ),
         (
             "vllm:external_prefix_cache_queries",
             "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
@@ -305,11 +353,31 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
             "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
             0.0,
         ),
-        ("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.", 0.0),
-        ("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.", 0.0),
-        ("vllm:num_preemptions", HELP_PREEMPTIONS, stats.num_preemptions_total as f64),
-        ("vllm:prompt_tokens", HELP_PROMPT_TOKENS, stats.prompt_tokens_total as f64),
-        ("vllm:generation_tokens", HELP_GENERATION_TOKENS, stats.generation_tokens_total as f64),
+        (
+            "vllm:mm_cache_queries",
+            "Multi-modal cache queries, in terms of number of queried items.",
+            0.0,
+        ),
+        (
+            "vllm:mm_cache_hits",
+            "Multi-modal cache hits, in terms of number of cached items.",
+            0.0,
+        ),
+        (
+            "vllm:num_preemptions",
+            HELP_PREEMPTIONS,
+            stats.num_preemptions_total as f64,
+        ),
+        (
+            "vllm:prompt_tokens",
+            HELP_PROMPT_TOKENS,
+            stats.prompt_tokens_total as f64,
+        ),
+        (
+            "vllm:generation_tokens",
+            HELP_GENERATION_TOKENS,
+            stats.generation_tokens_total as f64,
+        ),
     ] {
         w.counter(stem, help, &[(none, v)]);
     }
@@ -324,13 +392,37 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
         .collect();
     w.counter("vllm:request_success", HELP_SUCCESS, &children);
     let hists: [(&str, &str, &Histogram); 14] = [
-        ("vllm:request_prompt_tokens", HELP_PROMPT_TOKENS, &stats.request_prompt_tokens),
-        ("vllm:request_generation_tokens", HELP_GENERATION_TOKENS, &stats.request_generation_tokens),
-        ("vllm:iteration_tokens_total", HELP_ITERATION, &stats.iteration_tokens),
-        ("vllm:request_max_num_generation_tokens", HELP_MAX_GEN, &stats.request_max_num_generation_tokens),
+        (
+            "vllm:request_prompt_tokens",
+            HELP_PROMPT_TOKENS,
+            &stats.request_prompt_tokens,
+        ),
+        (
+            "vllm:request_generation_tokens",
+            HELP_GENERATION_TOKENS,
+            &stats.request_generation_tokens,
+        ),
+        (
+            "vllm:iteration_tokens_total",
+            HELP_ITERATION,
+            &stats.iteration_tokens,
+        ),
+        (
+            "vllm:request_max_num_generation_tokens",
+            HELP_MAX_GEN,
+            &stats.request_max_num_generation_tokens,
+        ),
         ("vllm:request_params_n", HELP_N, &stats.request_params_n),
-        ("vllm:request_params_max_tokens", HELP_MAX_TOKENS, &stats.request_params_max_tokens),
-        ("vllm:time_to_first_token_seconds", HELP_TTFT, &stats.time_to_first_token),
+        (
+            "vllm:request_params_max_tokens",
+            HELP_MAX_TOKENS,
+            &stats.request_params_max_tokens,
+        ),
+        (
+            "vllm:time_to_first_token_seconds",
+            HELP_TTFT,
+            &stats.time_to_first_token,
+        ),
         (
             "vllm:inter_token_latency_seconds",
             "Histogram of inter-token latency in seconds.",
@@ -346,10 +438,26 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
             "Histogram of e2e request latency in seconds.",
             &stats.e2e_request_latency,
         ),
-        ("vllm:request_queue_time_seconds", HELP_QUEUE, &stats.request_queue_time),
-        ("vllm:request_inference_time_seconds", HELP_INFERENCE, &stats.request_inference_time),
-        ("vllm:request_prefill_time_seconds", HELP_PREFILL, &stats.request_prefill_time),
-        ("vllm:request_decode_time_seconds", HELP_DECODE, &stats.request_decode_time),
+        (
+            "vllm:request_queue_time_seconds",
+            HELP_QUEUE,
+            &stats.request_queue_time,
+        ),
+        (
+            "vllm:request_inference_time_seconds",
+            HELP_INFERENCE,
+            &stats.request_inference_time,
+        ),
+        (
+            "vllm:request_prefill_time_seconds",
+            HELP_PREFILL,
+            &stats.request_prefill_time,
+        ),
+        (
+            "vllm:request_decode_time_seconds",
+            HELP_DECODE,
+            &stats.request_decode_time,
+        ),
     ];
     for (name, help, h) in hists {
         w.histogram(name, help, h, false);
@@ -358,7 +466,11 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     let block_size = cfg.block_size.to_string();
     let blocks = cfg.num_gpu_blocks.to_string();
     w.base.retain(|(k, _)| *k != "model_name");
-    w.header("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", "gauge");
+    w.header(
+        "vllm:cache_config_info",
+        "Information of the LLMEngine CacheConfig",
+        "gauge",
+    );
     w.sample(
         "vllm:cache_config_info",
         "",
@@ -397,7 +509,11 @@ fn render_v0(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     let prompt = stats.prompt_tokens_total as f64;
     let generation = stats.generation_tokens_total as f64;
     w.counter("vllm:prompt_tokens", HELP_PROMPT_TOKENS, &[(none, prompt)]);
-    w.counter("vllm:generation_tokens", HELP_GENERATION_TOKENS, &[(none, generation)]);
+    w.counter(
+        "vllm:generation_tokens",
+        HELP_GENERATION_TOKENS,
+        &[(none, generation)],
+    );
     w.counter(
         "vllm:tokens",
         "Number of prefill plus generation tokens processed.",
@@ -412,13 +528,23 @@ fn render_v0(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
         "vllm:request_success",
         HELP_SUCCESS,
         &[
-            (&[("finished_reason", "stop")], stats.finished(FinishReason::Stop) as f64),
-            (&[("finished_reason", "length")], stats.finished(FinishReason::Length) as f64),
+            (
+                &[("finished_reason", "stop")],
+                stats.finished(FinishReason::Stop) as f64,
+            ),
+            (
+                &[("finished_reason", "length")],
+                stats.finished(FinishReason::Length) as f64,
+            ),
         ],
     );
     let empty_ms = Histogram::new(V0_MODEL_TIME_MS_BUCKETS);
     let hists: [(&str, &str, &Histogram); 16] = [
-        ("vllm:time_to_first_token_seconds", HELP_TTFT, &stats.time_to_first_token),
+        (
+            "vllm:time_to_first_token_seconds",
+            HELP_TTFT,
+            &stats.time_to_first_token,
+        ),
         (
             "vllm:time_per_output_token_seconds",
             "Histogram of time per output token in seconds.",
@@ -429,21 +555,57 @@ fn render_v0(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
             "Histogram of end to end request latency in seconds.",
             &stats.e2e_request_latency,
         ),
-        ("vllm:request_queue_time_seconds", HELP_QUEUE, &stats.request_queue_time),
-        ("vllm:request_inference_time_seconds", HELP_INFERENCE, &stats.request_inference_time),
-        ("vllm:request_prefill_time_seconds", HELP_PREFILL, &stats.request_prefill_time),
-        ("vllm:request_decode_time_seconds", HELP_DECODE, &stats.request_decode_time),
+        (
+            "vllm:request_queue_time_seconds",
+            HELP_QUEUE,
+            &stats.request_queue_time,
+        ),
+        (
+            "vllm:request_inference_time_seconds",
+            HELP_INFERENCE,
+            &stats.request_inference_time,
+        ),
+        (
+            "vllm:request_prefill_time_seconds",
+            HELP_PREFILL,
+            &stats.request_prefill_time,
+        ),
+        (
+            "vllm:request_decode_time_seconds",
+            HELP_DECODE,
+            &stats.request_decode_time,
+        ),
         (
             "vllm:time_in_queue_requests",
             "Histogram of time the request spent in the queue in seconds.",
             &stats.request_queue_time,
         ),
-        ("vllm:request_prompt_tokens", HELP_PROMPT_TOKENS, &stats.request_prompt_tokens),
-        ("vllm:request_generation_tokens", HELP_GENERATION_TOKENS, &stats.request_generation_tokens),
-        ("vllm:request_max_num_generation_tokens", HELP_MAX_GEN, &stats.request_max_num_generation_tokens),
+        (
+            "vllm:request_prompt_tokens",
+            HELP_PROMPT_TOKENS,
+            &stats.request_prompt_tokens,
+        ),
+        (
+            "vllm:request_generation_tokens",
+            HELP_GENERATION_TOKENS,
+            &stats.request_generation_tokens,
+        ),
+        (
+            "vllm:request_max_num_generation_tokens",
+            HELP_MAX_GEN,
+            &stats.request_max_num_generation_tokens,
+        ),
         ("vllm:request_params_n", HELP_N, &stats.request_params_n),
-        ("vllm:request_params_max_tokens", HELP_MAX_TOKENS, &stats.request_params_max_tokens),
-        ("vllm:iteration_tokens_total", HELP_ITERATION, &stats.iteration_tokens),
+        (
+            "vllm:request_params_max_tokens",
+            HELP_MAX_TOKENS,
+            &stats.request_params_max_tokens,
+        ),
+        (
+            "vllm:iteration_tokens_total",
+            HELP_ITERATION,
+            &stats.iteration_tokens,
+        ),
         (
             "vllm:model_forward_time_milliseconds",
             "Histogram of time spent in the model forward pass in ms.",
@@ -463,23 +625,55 @@ fn render_v0(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
         "Number of requests currently running on GPU.",
         engine.num_running() as f64,
     );
-    w.gauge("vllm:num_requests_waiting", HELP_WAITING, engine.num_waiting() as f64);
-    w.gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.", 0.0);
+    w.gauge(
+        "vllm:num_requests_waiting",
+        HELP_WAITING,
+        engine.num_waiting() as f64,
+    );
+    w.gauge(
+        "vllm:num_requests_swapped",
+        "Number of requests swapped to CPU.",
+        0.0,
+    );
     w.gauge(
         "vllm:gpu_cache_usage_perc",
         "GPU KV-cache usage. 1 means 100 percent usage.",
         engine.kv_cache_usage(),
     );
-    w.gauge("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", 0.0);
-    w.gauge("vllm:cpu_prefix_cache_hit_rate", "CPU prefix cache block hit rate.", -1.0);
-    w.gauge("vllm:gpu_prefix_cache_hit_rate", "GPU prefix cache block hit rate.", -1.0);
-    w.gauge("vllm:spec_decode_draft_acceptance_rate", "Speulative token acceptance rate.", 0.0);
-    w.gauge("vllm:spec_decode_efficiency", "Speculative decoding system efficiency.", 0.0);
+    w.gauge(
+        "vllm:cpu_cache_usage_perc",
+        "CPU KV-cache usage. 1 means 100 percent usage.",
+        0.0,
+    );
+    w.gauge(
+        "vllm:cpu_prefix_cache_hit_rate",
+        "CPU prefix cache block hit rate.",
+        -1.0,
+    );
+    w.gauge(
+        "vllm:gpu_prefix_cache_hit_rate",
+        "GPU prefix cache block hit rate.",
+        -1.0,
+    );
+    w.gauge(
+        "vllm:spec_decode_draft_acceptance_rate",
+        "Speulative token acceptance rate.",
+        0.0,
+    );
+    w.gauge(
+        "vllm:spec_decode_efficiency",
+        "Speculative decoding system efficiency.",
+        0.0,
+    );
     let cfg = engine.config();
     let block_size = cfg.block_size.to_string();
     let blocks = cfg.num_gpu_blocks.to_string();
     w.base.clear();
-    w.header("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", "gauge");
+    w.header(
+        "vllm:cache_config_info",
+        "Information of the LLMEngine CacheConfig",
+        "gauge",
+    );
     w.sample(
         "vllm:cache_config_info",
         "",
@@ -579,8 +773,12 @@ impl HttpStats {
         {
             Some(p) => p,
             None => {
-                self.durations
-                    .push((handler, method, Histogram::new(HTTP_BUCKETS), now_unix_seconds));
+                self.durations.push((
+                    handler,
+                    method,
+                    Histogram::new(HTTP_BUCKETS),
+                    now_unix_seconds,
+                ));
                 self.durations.len() - 1
             }
         };
@@ -601,11 +799,21 @@ impl HttpStats {
         let help = "Total number of requests by method, status and handler.";
         w.header("http_requests_total", help, "counter");
         for (h, m, s, n, _) in &self.requests {
-            w.sample("http_requests_total", "", &[("handler", h), ("method", m), ("status", s)], *n as f64);
+            w.sample(
+                "http_requests_total",
+                "",
+                &[("handler", h), ("method", m), ("status", s)],
+                *n as f64,
+            );
         }
         w.header("http_requests_created", help, "gauge");
         for (h, m, s, _, c) in &self.requests {
-            w.sample("http_requests_created", "", &[("handler", h), ("method", m), ("status", s)], *c);
+            w.sample(
+                "http_requests_created",
+                "",
+                &[("handler", h), ("method", m), ("status", s)],
+                *c,
+            );
         }
         for (name, help, is_request) in [
             (
@@ -622,7 +830,12 @@ impl HttpStats {
             w.header(name, help, "summary");
             for (h, n, req, resp, _) in &self.sizes {
                 w.sample(name, "_count", &[("handler", h)], *n as f64);
-                w.sample(name, "_sum", &[("handler", h)], if is_request { *req } else { *resp });
+                w.sample(
+                    name,
+                    "_sum",
+                    &[("handler", h)],
+                    if is_request { *req } else { *resp },
+                );
             }
             let created = format!("{name}_created");
             w.header(&created, help, "gauge");
@@ -644,10 +857,23 @@ impl HttpStats {
         for (h, m, hist, _) in &self.durations {
             for (i, cumulative) in hist.cumulative().enumerate() {
                 le.clear();
-                py_float(hist.bounds().get(i).copied().unwrap_or(f64::INFINITY), &mut le);
-                w.sample(name, "_bucket", &[("handler", h), ("le", &le), ("method", m)], cumulative as f64);
+                py_float(
+                    hist.bounds().get(i).copied().unwrap_or(f64::INFINITY),
+                    &mut le,
+                );
+                w.sample(
+                    name,
+                    "_bucket",
+                    &[("handler", h), ("le", &le), ("method", m)],
+                    cumulative as f64,
+                );
             }
-            w.sample(name, "_count", &[("handler", h), ("method", m)], hist.count() as f64);
+            w.sample(
+                name,
+                "_count",
+                &[("handler", h), ("method", m)],
+                hist.count() as f64,
+            );
             w.sample(name, "_sum", &[("handler", h), ("method", m)], hist.sum());
         }
         let created = format!("{name}_created");
