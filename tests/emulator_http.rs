@@ -352,10 +352,6 @@ async fn a_client_that_goes_away_is_aborted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleet_grows_and_shrinks_on_consecutive_ports_and_serves_v0() {
     within(async {
-        // Find a free block of ports by binding one ephemeral port and probing above it.
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let base_port = probe.local_addr().unwrap().port();
-        drop(probe);
         let config = ReplicaConfig {
             engine: EngineConfig {
                 metrics_shape: MetricsShape::V0,
@@ -363,12 +359,23 @@ async fn fleet_grows_and_shrinks_on_consecutive_ports_and_serves_v0() {
             },
             ..ReplicaConfig::default()
         };
-        let Ok(mut fleet) = Fleet::start(2, base_port, config).await else {
-            eprintln!(
-                "notice: ports above {base_port} are busy; skipping the consecutive-port check"
-            );
-            return;
-        };
+        // Find a free block of ports: take an ephemeral port and try the ports above it; another
+        // process may grab one in between, so try a few blocks.
+        let mut started = None;
+        for _ in 0..5 {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let base_port = probe.local_addr().unwrap().port();
+            drop(probe);
+            if base_port > 65000 {
+                continue;
+            }
+            if let Ok(fleet) = Fleet::start(2, base_port, config.clone()).await {
+                started = Some((fleet, base_port));
+                break;
+            }
+        }
+        let (mut fleet, base_port) =
+            started.expect("no block of 3 free loopback ports found in 5 tries");
         assert_eq!(fleet.replicas()[1].addr().port(), base_port + 1);
         fleet.add_replica().await.unwrap();
         assert_eq!(fleet.len(), 3);

@@ -88,6 +88,8 @@ pub struct Engine {
     clock: f64,
     stats: EngineStats,
     pending: Vec<Event>,
+    /// Running requests aborted while a step was in flight (removed at its commit).
+    aborted_in_flight: usize,
 }
 
 impl Engine {
@@ -105,6 +107,7 @@ impl Engine {
             last_step_end: f64::NAN,
             clock: 0.0,
             pending: Vec::new(),
+            aborted_in_flight: 0,
         })
     }
 
@@ -227,6 +230,7 @@ impl Engine {
         if self.step.is_some() {
             // Freed when the step in flight commits.
             self.running[pos].aborted = true;
+            self.aborted_in_flight += 1;
             let seq = self.running[pos].clone();
             self.finish(&seq, t, FinishReason::Abort);
         } else {
@@ -397,7 +401,8 @@ impl Engine {
         self.stats.generation_tokens_total += generated;
         self.stats.steps_total += 1;
         self.last_step_end = end;
-        if finished_any || self.running.iter().any(|s| s.aborted) {
+        if finished_any || self.aborted_in_flight > 0 {
+            self.aborted_in_flight = 0;
             let mut freed = 0;
             self.running.retain(|s| {
                 let keep = !s.aborted && s.generated < s.target;
