@@ -4,7 +4,7 @@
 //! Owns: [`Replica`] (engine plus HTTP state behind one mutex), its real-time driver task, and
 //! fault injection ([`FaultUpdate`]: slow down, fail requests,
 //! hang `/metrics`, restart). Does not own the engine model ([`super::engine`]), the routes
-//! ([`super::routes`]) or starting listeners ([`super::fleet`]).
+//! (`routes.rs`) or starting listeners ([`super::fleet`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -1,7 +1,7 @@
 //! Writing Prometheus text format the way Python `prometheus_client` does.
 //!
 //! Owns: [`py_float`] (Python `repr` with `prometheus_client`'s Go-style exponents), label
-//! escaping, and the family/sample [`Writer`] used by [`super::metrics`] and
+//! escaping, and the family/sample `Writer` used by [`super::metrics`] and
 //! [`super::http_stats`]. Does not decide which families exist.
 
 use std::fmt::Write as _;
