@@ -367,3 +367,47 @@ fn saturation_throughput_is_within_10_percent_of_the_prediction() {
         "queue builds at {knee:.2} req/s, predicted {predicted:.2}"
     );
 }
+
+#[test]
+fn preemption_sends_the_newest_request_back_to_the_front_of_the_queue() {
+    // 6 blocks of 16 tokens; three requests of 16 + 60 tokens cannot all grow past 32 tokens.
+    let cfg = EngineConfig {
+        num_gpu_blocks: 6,
+        max_model_len: 96,
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::new(cfg).unwrap();
+    let ids: Vec<_> = (0..3)
+        .map(|_| {
+            e.add_request(Duration::ZERO, RequestSpec::new(16, 60))
+                .unwrap()
+        })
+        .collect();
+    // A fourth request arrives later and must queue behind the preempted one.
+    let mut events = Vec::new();
+    let mut first_preemption_seen = false;
+    let mut late = None;
+    while let Some(t) = e.next_event_time() {
+        e.advance_to(t, &mut events);
+        if !first_preemption_seen && e.stats().num_preemptions_total > 0 {
+            first_preemption_seen = true;
+            // The newest running request (the third) went back to the waiting queue.
+            assert_eq!(e.num_running(), 2);
+            assert_eq!(e.num_waiting(), 1);
+            late = Some(e.add_request(t, RequestSpec::new(16, 1)).unwrap());
+        }
+    }
+    let recs = finished(&events);
+    assert_eq!(recs.len(), 4);
+    let by_id = |id| *recs.iter().find(|r| r.id == id).unwrap();
+    assert_eq!(
+        by_id(ids[0]).preemptions,
+        0,
+        "the oldest request is never the victim"
+    );
+    assert!(by_id(ids[2]).preemptions >= 1);
+    assert!(recs.iter().all(|r| r.output_tokens == r.max_tokens));
+    // The late arrival queued behind the preempted request and still completed.
+    assert_eq!(by_id(late.unwrap()).output_tokens, 1);
+    assert_eq!(e.kv_cache_usage(), 0.0);
+}
