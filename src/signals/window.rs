@@ -24,21 +24,22 @@ const QUEUE: usize = 3;
 const ITERATION: usize = 4;
 type Hists = [Option<Histogram>; 5];
 
-/// The counters of one sample (small: kept for the whole preemption window).
+/// What only the latency window needs: dropped once a sample is older than its baseline.
 #[derive(Debug, Clone, Default)]
-struct Counters {
-    preemptions: Option<f64>,
+struct Detail {
     prompt: Option<f64>,
     generation: Option<f64>,
     success: Vec<(String, f64)>,
+    hists: Hists,
 }
 
+/// One sample. Samples older than the latency baseline shrink to a few words (time,
+/// preemption counter, restart flag): the 300 s preemption window costs little.
 #[derive(Debug, Clone)]
 struct Entry {
     at: Duration,
-    counters: Counters,
-    /// Full histograms, dropped once the sample is older than the latency baseline.
-    hists: Option<Box<Hists>>,
+    preemptions: Option<f64>,
+    detail: Option<Box<Detail>>,
     /// A restart happened between the previous sample and this one.
     restart_before: bool,
 }
@@ -147,19 +148,13 @@ impl FleetWindow {
         }
         history.entries.push_back(Entry {
             at: now,
-            counters: Counters {
-                preemptions: preemptions_total,
+            preemptions: preemptions_total,
+            detail: Some(Box::new(Detail {
                 prompt: prompt_tokens_total,
                 generation: generation_tokens_total,
                 success: request_success_total.into_iter().collect(),
-            },
-            hists: Some(Box::new([
-                e2e_latency,
-                ttft,
-                itl,
-                queue_time,
-                iteration_tokens,
-            ])),
+                hists: [e2e_latency, ttft, itl, queue_time, iteration_tokens],
+            })),
             restart_before,
         });
         history.healthy = true;
@@ -279,7 +274,7 @@ fn prune(entries: &mut VecDeque<Entry>, now: Duration, settings: &SignalSettings
     // from the baseline only until the first already-dropped sample.
     let latency_base = baseline(entries, now, settings.latency_window);
     for entry in entries.range_mut(..latency_base).rev() {
-        if entry.hists.take().is_none() {
+        if entry.detail.take().is_none() {
             break;
         }
     }
@@ -307,9 +302,13 @@ fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
     {
         return true;
     }
-    let c = &prev.counters;
-    if went_down(c.preemptions, snapshot.preemptions_total)
-        || went_down(c.prompt, snapshot.prompt_tokens_total)
+    if went_down(prev.preemptions, snapshot.preemptions_total) {
+        return true;
+    }
+    let Some(c) = prev.detail.as_deref() else {
+        return false;
+    };
+    if went_down(c.prompt, snapshot.prompt_tokens_total)
         || went_down(c.generation, snapshot.generation_tokens_total)
     {
         return true;
@@ -322,9 +321,7 @@ fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
     }) {
         return true;
     }
-    let Some(hists) = &prev.hists else {
-        return false;
-    };
+    let hists = &c.hists;
     let new: [&Option<Histogram>; 5] = [
         &snapshot.e2e_latency,
         &snapshot.ttft,
@@ -381,38 +378,15 @@ impl PodCompute {
             if spans_restart(base_index) {
                 out.reset_in_window = true;
             } else {
-                let base = &entries[base_index];
-                let seconds = (last.at - base.at).as_secs_f64();
-                out.latency_seconds = Some(seconds);
-                let delta = |a: Option<f64>, b: Option<f64>| match (a, b) {
-                    (Some(then), Some(now)) if now >= then => Some(now - then),
-                    _ => None,
-                };
-                out.prompt = delta(base.counters.prompt, last.counters.prompt);
-                out.generation = delta(base.counters.generation, last.counters.generation);
-                for (reason, now_value) in &last.counters.success {
-                    let then = base.counters.success.iter().find(|(r, _)| r == reason);
-                    if let Some(d) = delta(then.map(|(_, v)| *v), Some(*now_value)) {
-                        out.success.push((reason.clone(), d));
-                    }
-                }
-                if !out.success.is_empty() {
-                    out.success_total = Some(out.success.iter().map(|(_, d)| d).sum());
-                }
-                // The baseline's histograms may be gone when `now` is older than the last
-                // `record`; the next sample that still has them is the closest stand-in.
-                let hist_base = entries
+                // The baseline's detail may be gone when `now` is older than the last
+                // `record`; the next sample that still has it is the closest stand-in.
+                let base = entries
                     .range(base_index..last_index)
-                    .find_map(|entry| entry.hists.as_deref());
-                if let (Some(then), Some(now)) = (hist_base, last.hists.as_deref()) {
-                    for (slot, (then, now)) in out.hists.iter_mut().zip(then.iter().zip(now)) {
-                        if let (Some(then), Some(now)) = (then, now) {
-                            *slot = now.delta_since(then);
-                        }
-                    }
-                }
-                if out.success_total.is_none() {
-                    out.success_total = out.hists[E2E].as_ref().map(|h| h.count);
+                    .find(|entry| entry.detail.is_some());
+                if let (Some(base), Some(now_detail)) = (base, last.detail.as_deref()) {
+                    let then_detail = base.detail.as_deref().unwrap_or(now_detail);
+                    out.latency_seconds = Some((last.at - base.at).as_secs_f64());
+                    out.latency_deltas(then_detail, now_detail);
                 }
             }
         }
@@ -424,9 +398,7 @@ impl PodCompute {
             } else {
                 let base = &entries[base_index];
                 let seconds = (last.at - base.at).as_secs_f64();
-                if let (Some(then), Some(now)) =
-                    (base.counters.preemptions, last.counters.preemptions)
-                {
+                if let (Some(then), Some(now)) = (base.preemptions, last.preemptions) {
                     if now >= then && seconds > 0.0 {
                         out.preemptions_per_second = Some((now - then) / seconds);
                     }
@@ -434,6 +406,32 @@ impl PodCompute {
             }
         }
         out
+    }
+
+    fn latency_deltas(&mut self, then: &Detail, now: &Detail) {
+        let delta = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(then), Some(now)) if now >= then => Some(now - then),
+            _ => None,
+        };
+        self.prompt = delta(then.prompt, now.prompt);
+        self.generation = delta(then.generation, now.generation);
+        for (reason, now_value) in &now.success {
+            let before = then.success.iter().find(|(r, _)| r == reason);
+            if let Some(d) = delta(before.map(|(_, v)| *v), Some(*now_value)) {
+                self.success.push((reason.clone(), d));
+            }
+        }
+        for (slot, (then, now)) in self.hists.iter_mut().zip(then.hists.iter().zip(&now.hists)) {
+            if let (Some(then), Some(now)) = (then, now) {
+                *slot = now.delta_since(then);
+            }
+        }
+        self.success_total = if self.success.is_empty() {
+            // No `request_success_total`: finished requests are the e2e observations.
+            self.hists[E2E].as_ref().map(|h| h.count)
+        } else {
+            Some(self.success.iter().map(|(_, d)| d).sum())
+        };
     }
 
     fn per_second(&self, delta: Option<f64>) -> Option<f64> {
@@ -593,7 +591,7 @@ mod tests {
         let entries = &w.pods["a"].entries;
         // The baseline at now - 300 s and the 300 samples after it.
         assert_eq!(entries.len(), 301);
-        let with_hists = entries.iter().filter(|e| e.hists.is_some()).count();
+        let with_hists = entries.iter().filter(|e| e.detail.is_some()).count();
         assert_eq!(with_hists, 61);
         let s = w.compute(Duration::from_secs(9_999));
         assert_eq!(s.fleet.preemptions_per_second, Some(1.0));
