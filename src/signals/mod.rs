@@ -6,8 +6,9 @@
 //! fetching or parsing. Pure: every function takes `now` (time since the caller's origin).
 //!
 //! Layout: [`snapshot`] (one body -> [`PodSnapshot`]), [`histogram`] (bucket deltas and PromQL's
-//! `histogram_quantile`), [`window`] (per-pod history, restarts, health, fleet aggregation in
-//! [`FleetWindow`]) and [`gpu`] (DCGM exporter readings, tier 3).
+//! `histogram_quantile`), [`window`] (per-pod history, restarts and health in [`FleetWindow`]),
+//! `aggregate` (two samples of a pod to its signals, and the fleet sums) and [`gpu`] (DCGM
+//! exporter readings, tier 3).
 //!
 //! Semantics in one place:
 //! - A window compares the latest sample of a pod with the one at or just before
@@ -26,6 +27,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+mod aggregate;
 pub mod gpu;
 pub mod histogram;
 pub mod snapshot;

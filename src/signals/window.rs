@@ -8,60 +8,61 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use super::aggregate::{FleetAccumulator, PodCompute};
 use super::gpu::{self, GpuHistory, GpuSnapshot};
-use super::histogram::{Bucket, Histogram, merge_buckets, quantiles_of};
+use super::histogram::Histogram;
 use super::snapshot::PodSnapshot;
-use super::{FleetSignals, MaxMean, PodSignals, SignalSet, SignalSettings};
+use super::{FleetSignals, PodSignals, SignalSet, SignalSettings};
 
 /// Hard cap on kept samples per pod (a 1 s scrape interval with a 300 s window needs 301).
 const MAX_ENTRIES_PER_POD: usize = 1024;
 
 /// Histograms kept per sample: e2e, TTFT, ITL, queue time, iteration tokens.
-const E2E: usize = 0;
-const TTFT: usize = 1;
-const ITL: usize = 2;
-const QUEUE: usize = 3;
-const ITERATION: usize = 4;
-type Hists = [Option<Histogram>; 5];
+pub(super) const E2E: usize = 0;
+pub(super) const TTFT: usize = 1;
+pub(super) const ITL: usize = 2;
+pub(super) const QUEUE: usize = 3;
+pub(super) const ITERATION: usize = 4;
+pub(super) type Hists = [Option<Histogram>; 5];
 
 /// What only the latency window needs: dropped once a sample is older than its baseline.
 #[derive(Debug, Clone, Default)]
-struct Detail {
-    prompt: Option<f64>,
-    generation: Option<f64>,
-    success: Vec<(String, f64)>,
-    hists: Hists,
+pub(super) struct Detail {
+    pub(super) prompt: Option<f64>,
+    pub(super) generation: Option<f64>,
+    pub(super) success: Vec<(String, f64)>,
+    pub(super) hists: Hists,
 }
 
 /// One sample. Samples older than the latency baseline shrink to a few words (time,
 /// preemption counter, restart flag): the 300 s preemption window costs little.
 #[derive(Debug, Clone)]
-struct Entry {
-    at: Duration,
-    preemptions: Option<f64>,
-    detail: Option<Box<Detail>>,
+pub(super) struct Entry {
+    pub(super) at: Duration,
+    pub(super) preemptions: Option<f64>,
+    pub(super) detail: Option<Box<Detail>>,
     /// A restart happened between the previous sample and this one.
-    restart_before: bool,
+    pub(super) restart_before: bool,
 }
 
 /// Values of the latest successful scrape that are not compared across samples.
 #[derive(Debug, Clone, Default)]
-struct Latest {
-    waiting: Option<f64>,
-    running: Option<f64>,
-    kv_max: Option<f64>,
-    kv_mean: Option<f64>,
-    process_start_time_seconds: Option<f64>,
-    created_min_seconds: Option<f64>,
+pub(super) struct Latest {
+    pub(super) waiting: Option<f64>,
+    pub(super) running: Option<f64>,
+    pub(super) kv_max: Option<f64>,
+    pub(super) kv_mean: Option<f64>,
+    pub(super) process_start_time_seconds: Option<f64>,
+    pub(super) created_min_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]
-struct PodHistory {
-    healthy: bool,
-    entries: VecDeque<Entry>,
-    latest: Latest,
+pub(super) struct PodHistory {
+    pub(super) healthy: bool,
+    pub(super) entries: VecDeque<Entry>,
+    pub(super) latest: Latest,
     /// Time of the newest kept sample that follows a restart.
-    last_restart_at: Option<Duration>,
+    pub(super) last_restart_at: Option<Duration>,
 }
 
 /// Per-pod history for a fleet, and the aggregation over it.
@@ -281,7 +282,7 @@ fn prune(entries: &mut VecDeque<Entry>, now: Duration, settings: &SignalSettings
 }
 
 /// Index of the sample at or just before `now - window`, else the oldest kept.
-fn baseline(entries: &VecDeque<Entry>, now: Duration, window: Duration) -> usize {
+pub(super) fn baseline(entries: &VecDeque<Entry>, now: Duration, window: Duration) -> usize {
     match now.checked_sub(window) {
         Some(cutoff) => entries
             .partition_point(|e| e.at <= cutoff)
@@ -336,233 +337,6 @@ fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
             (Some(before), Some(now)) => !now.same_layout(before) || now.decreased_from(before),
             _ => false,
         })
-}
-
-/// One healthy pod's deltas at `now`.
-struct PodCompute {
-    /// Seconds between the latency baseline and the latest sample (when a delta exists).
-    latency_seconds: Option<f64>,
-    hists: Hists,
-    prompt: Option<f64>,
-    generation: Option<f64>,
-    success: Vec<(String, f64)>,
-    success_total: Option<f64>,
-    preemptions_per_second: Option<f64>,
-    reset_in_window: bool,
-}
-
-impl PodCompute {
-    fn new(history: &PodHistory, now: Duration, settings: &SignalSettings) -> Self {
-        let entries = &history.entries;
-        let last_index = entries.len() - 1;
-        let last = &entries[last_index];
-        let mut out = PodCompute {
-            latency_seconds: None,
-            hists: Default::default(),
-            prompt: None,
-            generation: None,
-            success: Vec::new(),
-            success_total: None,
-            preemptions_per_second: None,
-            reset_in_window: false,
-        };
-        // A restart lies inside the window when a sample after the baseline follows one.
-        let spans_restart = |base: usize| {
-            history
-                .last_restart_at
-                .is_some_and(|at| at > entries[base].at)
-        };
-
-        let base_index = baseline(entries, now, settings.latency_window);
-        if base_index < last_index {
-            if spans_restart(base_index) {
-                out.reset_in_window = true;
-            } else {
-                // The baseline's detail may be gone when `now` is older than the last
-                // `record`; the next sample that still has it is the closest stand-in.
-                let base = entries
-                    .range(base_index..last_index)
-                    .find(|entry| entry.detail.is_some());
-                if let (Some(base), Some(now_detail)) = (base, last.detail.as_deref()) {
-                    let then_detail = base.detail.as_deref().unwrap_or(now_detail);
-                    out.latency_seconds = Some((last.at - base.at).as_secs_f64());
-                    out.latency_deltas(then_detail, now_detail);
-                }
-            }
-        }
-
-        let base_index = baseline(entries, now, settings.preemption_window);
-        if base_index < last_index {
-            if spans_restart(base_index) {
-                out.reset_in_window = true;
-            } else {
-                let base = &entries[base_index];
-                let seconds = (last.at - base.at).as_secs_f64();
-                if let (Some(then), Some(now)) = (base.preemptions, last.preemptions) {
-                    if now >= then && seconds > 0.0 {
-                        out.preemptions_per_second = Some((now - then) / seconds);
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    fn latency_deltas(&mut self, then: &Detail, now: &Detail) {
-        let delta = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(then), Some(now)) if now >= then => Some(now - then),
-            _ => None,
-        };
-        self.prompt = delta(then.prompt, now.prompt);
-        self.generation = delta(then.generation, now.generation);
-        for (reason, now_value) in &now.success {
-            let before = then.success.iter().find(|(r, _)| r == reason);
-            if let Some(d) = delta(before.map(|(_, v)| *v), Some(*now_value)) {
-                self.success.push((reason.clone(), d));
-            }
-        }
-        for (slot, (then, now)) in self.hists.iter_mut().zip(then.hists.iter().zip(&now.hists)) {
-            if let (Some(then), Some(now)) = (then, now) {
-                *slot = now.delta_since(then);
-            }
-        }
-        self.success_total = if self.success.is_empty() {
-            // No `request_success_total`: finished requests are the e2e observations.
-            self.hists[E2E].as_ref().map(|h| h.count)
-        } else {
-            Some(self.success.iter().map(|(_, d)| d).sum())
-        };
-    }
-
-    fn per_second(&self, delta: Option<f64>) -> Option<f64> {
-        match (delta, self.latency_seconds) {
-            (Some(delta), Some(seconds)) if seconds > 0.0 => Some(delta / seconds),
-            _ => None,
-        }
-    }
-
-    fn signals(&self, latest: &Latest) -> SignalSet {
-        let quantiles = |i: usize| {
-            self.hists[i]
-                .as_ref()
-                .map(|h| quantiles_of(&h.buckets))
-                .unwrap_or_default()
-        };
-        SignalSet {
-            queue_depth: latest.waiting.unwrap_or(0.0),
-            running: latest.running.unwrap_or(0.0),
-            e2e_latency_seconds: quantiles(E2E),
-            ttft_seconds: quantiles(TTFT),
-            itl_seconds: quantiles(ITL),
-            queue_time_seconds: quantiles(QUEUE),
-            requests_per_second: self.per_second(self.success_total),
-            requests_finished_in_window: self.success_total.unwrap_or(0.0),
-            finished_per_second_by_reason: self
-                .success
-                .iter()
-                .filter_map(|(reason, d)| Some((reason.clone(), self.per_second(Some(*d))?)))
-                .collect(),
-            kv_cache_usage: MaxMean {
-                max: latest.kv_max,
-                mean: latest.kv_mean,
-            },
-            preemptions_per_second: self.preemptions_per_second,
-            prompt_tokens_per_second: self.per_second(self.prompt),
-            generation_tokens_per_second: self.per_second(self.generation),
-            batch_tokens_per_step: self.hists[ITERATION]
-                .as_ref()
-                .filter(|h| h.count > 0.0)
-                .map(|h| h.sum / h.count),
-        }
-    }
-}
-
-/// Fleet sums, built pod by pod.
-#[derive(Default)]
-struct FleetAccumulator {
-    queue_depth: f64,
-    running: f64,
-    buckets: [Vec<Bucket>; 4],
-    requests_per_second: Option<f64>,
-    requests_finished: f64,
-    by_reason: BTreeMap<String, f64>,
-    kv: Vec<f64>,
-    preemptions_per_second: Option<f64>,
-    prompt_per_second: Option<f64>,
-    generation_per_second: Option<f64>,
-    iteration_sum: f64,
-    iteration_count: f64,
-}
-
-fn add_opt(into: &mut Option<f64>, value: Option<f64>) {
-    if let Some(value) = value {
-        *into = Some(into.unwrap_or(0.0) + value);
-    }
-}
-
-impl FleetAccumulator {
-    fn add(&mut self, pod: &PodCompute, latest: &Latest) {
-        self.queue_depth += latest.waiting.unwrap_or(0.0);
-        self.running += latest.running.unwrap_or(0.0);
-        for (into, hist) in self.buckets.iter_mut().zip(&pod.hists) {
-            if let Some(hist) = hist {
-                merge_buckets(into, &hist.buckets);
-            }
-        }
-        add_opt(
-            &mut self.requests_per_second,
-            pod.per_second(pod.success_total),
-        );
-        self.requests_finished += pod.success_total.unwrap_or(0.0);
-        for (reason, delta) in &pod.success {
-            if let Some(rate) = pod.per_second(Some(*delta)) {
-                match self.by_reason.get_mut(reason) {
-                    Some(total) => *total += rate,
-                    None => {
-                        self.by_reason.insert(reason.clone(), rate);
-                    }
-                }
-            }
-        }
-        if let Some(kv) = latest.kv_max {
-            self.kv.push(kv);
-        }
-        add_opt(&mut self.preemptions_per_second, pod.preemptions_per_second);
-        add_opt(&mut self.prompt_per_second, pod.per_second(pod.prompt));
-        add_opt(
-            &mut self.generation_per_second,
-            pod.per_second(pod.generation),
-        );
-        if let Some(h) = &pod.hists[ITERATION] {
-            self.iteration_sum += h.sum;
-            self.iteration_count += h.count;
-        }
-    }
-
-    fn finish(self) -> SignalSet {
-        let [e2e, ttft, itl, queue] = &self.buckets;
-        SignalSet {
-            queue_depth: self.queue_depth,
-            running: self.running,
-            e2e_latency_seconds: quantiles_of(e2e),
-            ttft_seconds: quantiles_of(ttft),
-            itl_seconds: quantiles_of(itl),
-            queue_time_seconds: quantiles_of(queue),
-            requests_per_second: self.requests_per_second,
-            requests_finished_in_window: self.requests_finished,
-            finished_per_second_by_reason: self.by_reason,
-            kv_cache_usage: MaxMean {
-                max: self.kv.iter().copied().reduce(f64::max),
-                mean: (!self.kv.is_empty())
-                    .then(|| self.kv.iter().sum::<f64>() / self.kv.len() as f64),
-            },
-            preemptions_per_second: self.preemptions_per_second,
-            prompt_tokens_per_second: self.prompt_per_second,
-            generation_tokens_per_second: self.generation_per_second,
-            batch_tokens_per_step: (self.iteration_count > 0.0)
-                .then(|| self.iteration_sum / self.iteration_count),
-        }
-    }
 }
 
 #[cfg(test)]
