@@ -17,6 +17,11 @@ use super::{FleetSignals, PodSignals, SignalSet, SignalSettings};
 /// Hard cap on kept samples per pod (a 1 s scrape interval with a 300 s window needs 301).
 const MAX_ENTRIES_PER_POD: usize = 1024;
 
+/// Full samples (histograms, token and request counters) kept per latency window at most:
+/// scraped more often than `latency_window / 16`, the full samples in between are thinned, so
+/// the latency window spans between 15/16 of its length and its length.
+const FULL_SAMPLES_PER_WINDOW: u32 = 16;
+
 /// Histograms kept per sample: e2e, TTFT, ITL, queue time, iteration tokens.
 pub(super) const E2E: usize = 0;
 pub(super) const TTFT: usize = 1;
@@ -159,6 +164,10 @@ impl FleetWindow {
             restart_before,
         });
         history.healthy = true;
+        thin(
+            &mut history.entries,
+            self.settings.latency_window / FULL_SAMPLES_PER_WINDOW,
+        );
         prune(&mut history.entries, now, &self.settings);
     }
 
@@ -271,13 +280,26 @@ fn prune(entries: &mut VecDeque<Entry>, now: Duration, settings: &SignalSettings
     while entries.len() > MAX_ENTRIES_PER_POD {
         entries.pop_front();
     }
-    // Histograms are dropped oldest first, so the ones still held form a suffix: walk back
-    // from the baseline only until the first already-dropped sample.
     let latency_base = baseline(entries, now, settings.latency_window);
-    for entry in entries.range_mut(..latency_base).rev() {
-        if entry.detail.take().is_none() {
-            break;
-        }
+    for entry in entries.range_mut(..latency_base) {
+        entry.detail = None;
+    }
+}
+
+/// Keeps full samples at least `spacing` apart (the newest always stays full): the previous
+/// newest loses its detail when the full sample before it is closer than `spacing`.
+fn thin(entries: &mut VecDeque<Entry>, spacing: Duration) {
+    let n = entries.len();
+    if n < 3 {
+        return;
+    }
+    let older = entries
+        .range(..n - 2)
+        .rev()
+        .find(|e| e.detail.is_some())
+        .map(|e| e.at);
+    if older.is_some_and(|older| entries[n - 2].at.saturating_sub(older) < spacing) {
+        entries[n - 2].detail = None;
     }
 }
 
@@ -365,11 +387,16 @@ mod tests {
         let entries = &w.pods["a"].entries;
         // The baseline at now - 300 s and the 300 samples after it.
         assert_eq!(entries.len(), 301);
-        let with_hists = entries.iter().filter(|e| e.detail.is_some()).count();
-        assert_eq!(with_hists, 61);
+        // Full samples 3.75 s apart over the 60 s window (plus the newest).
+        let full = entries.iter().filter(|e| e.detail.is_some()).count();
+        assert!((15..=18).contains(&full), "{full} full samples");
         let s = w.compute(Duration::from_secs(9_999));
         assert_eq!(s.fleet.preemptions_per_second, Some(1.0));
         assert_eq!(s.fleet.e2e_latency_seconds.p50, Some(0.5));
+        // The latency window spans between 15/16 of 60 s and 60 s.
+        let finished = s.fleet.requests_finished_in_window;
+        assert!((56.0..=60.0).contains(&finished), "{finished}");
+        assert_eq!(s.fleet.requests_per_second, Some(1.0));
     }
 
     #[test]
