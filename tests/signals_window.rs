@@ -376,3 +376,52 @@ fn a_body_without_vllm_load_gauges_is_unknown_not_idle() {
     assert_eq!((s.pods_total, s.pods_healthy), (3, 1));
     assert_eq!(s.fleet.queue_depth, 3.0);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Whatever the counters do (grow, stall, restart), rates are never negative and
+    /// quantiles stay inside [0, highest finite bucket].
+    #[test]
+    fn rates_never_negative_quantiles_bounded(
+        steps in proptest::collection::vec((0u8..6, 0u32..20, 0u32..20, 0u32..20), 2..40),
+    ) {
+        let mut w = window();
+        let mut pod = Pod::new();
+        for (i, (action, a, b, c)) in steps.into_iter().enumerate() {
+            if action == 0 {
+                // Restart: everything starts over lower.
+                let start = pod.start_time + 1.0;
+                pod = Pod::new();
+                pod.e2e = vec![0.0, 0.0, 0.0, 0.0];
+                pod.stop = 0.0;
+                pod.preemptions = 0.0;
+                pod.generation_tokens = 0.0;
+                pod.start_time = start;
+            } else {
+                pod.finish(&[f64::from(a), f64::from(b), f64::from(c), 0.0]);
+                pod.preemptions += f64::from(a % 3);
+            }
+            let now = secs(15 * i as u64);
+            w.record(now, "a", Some(pod.snapshot()));
+            let s = w.compute(now);
+            let f = &s.fleet;
+            for rate in [
+                f.requests_per_second,
+                f.preemptions_per_second,
+                f.generation_tokens_per_second,
+                f.prompt_tokens_per_second,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                proptest::prop_assert!(rate >= 0.0 && rate.is_finite(), "{rate}");
+            }
+            proptest::prop_assert!(f.requests_finished_in_window >= 0.0);
+            let e2e = f.e2e_latency_seconds;
+            for q in [e2e.p50, e2e.p95, e2e.p99].into_iter().flatten() {
+                proptest::prop_assert!((0.0..=10.0).contains(&q), "{q}");
+            }
+        }
+    }
+}
