@@ -377,6 +377,32 @@ fn a_body_without_vllm_load_gauges_is_unknown_not_idle() {
     assert_eq!(s.fleet.queue_depth, 3.0);
 }
 
+#[test]
+fn a_scrape_gap_longer_than_the_window_gives_no_stale_delta() {
+    let mut w = window();
+    let mut pod = Pod::new();
+    w.record(secs(0), "a", Some(pod.snapshot()));
+    pod.finish(&[1.0, 0.0, 0.0, 0.0]);
+    w.record(secs(15), "a", Some(pod.snapshot()));
+    for t in (30..=300).step_by(15) {
+        w.record(secs(t), "a", None);
+    }
+    assert_eq!(w.compute(secs(300)).pods_healthy, 0);
+    pod.finish(&[5.0, 0.0, 0.0, 0.0]);
+    w.record(secs(315), "a", Some(pod.snapshot()));
+    // Back, but the only earlier sample is 300 s old: no 60 s rate from it.
+    let s = w.compute(secs(315));
+    assert_eq!(s.pods_healthy, 1);
+    assert_eq!(s.fleet.requests_per_second, None);
+    assert_eq!(s.fleet.queue_depth, 3.0);
+    pod.finish(&[3.0, 0.0, 0.0, 0.0]);
+    w.record(secs(330), "a", Some(pod.snapshot()));
+    assert_eq!(
+        w.compute(secs(330)).fleet.requests_per_second,
+        Some(3.0 / 15.0)
+    );
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 

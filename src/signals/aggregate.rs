@@ -5,12 +5,12 @@
 //! bucket deltas merged by `le`, KV max/mean across pods). Does not own: which samples are
 //! compared or when a pod counts (see `window`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use super::histogram::{Bucket, merge_buckets, quantiles_of};
 use super::window::{
-    Detail, E2E, Hists, ITERATION, ITL, Latest, PodHistory, QUEUE, TTFT, baseline,
+    Detail, E2E, Entry, Hists, ITERATION, ITL, Latest, PodHistory, QUEUE, TTFT, baseline,
 };
 use super::{MaxMean, SignalSet, SignalSettings};
 
@@ -49,7 +49,7 @@ impl PodCompute {
                 .is_some_and(|at| at > entries[base].at)
         };
 
-        let base_index = baseline(entries, now, settings.latency_window);
+        let base_index = fresh_baseline(entries, now, settings.latency_window);
         if base_index < last_index {
             if spans_restart(base_index) {
                 out.reset_in_window = true;
@@ -67,7 +67,7 @@ impl PodCompute {
             }
         }
 
-        let base_index = baseline(entries, now, settings.preemption_window);
+        let base_index = fresh_baseline(entries, now, settings.preemption_window);
         if base_index < last_index {
             if spans_restart(base_index) {
                 out.reset_in_window = true;
@@ -150,6 +150,18 @@ impl PodCompute {
                 .filter(|h| h.count > 0.0)
                 .map(|h| h.sum / h.count),
         }
+    }
+}
+
+/// The window's baseline, unless it is older than `now - 2 * window` (a scrape gap longer than
+/// the window: the pod was unreachable); then the first sample inside the window, so a delta
+/// never averages over the whole gap.
+fn fresh_baseline(entries: &VecDeque<Entry>, now: Duration, window: Duration) -> usize {
+    let index = baseline(entries, now, window);
+    if entries[index].at + window * 2 < now {
+        index + 1
+    } else {
+        index
     }
 }
 

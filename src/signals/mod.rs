@@ -15,7 +15,9 @@
 //!   `now - window` (the oldest kept sample while history is shorter than the window). Memory
 //!   stays small: full samples (histograms) are kept only inside the latency window and at most
 //!   16 per window (scraped faster than that, the latency window spans 15/16 to all of its
-//!   length); older samples keep only their time and preemption counter.
+//!   length); older samples keep only their time and preemption counter. After a scrape gap
+//!   longer than the window (a baseline older than `now - 2 * window`), the first sample inside
+//!   the window is the baseline: a delta never averages over the whole gap.
 //! - Quantiles are PromQL's `histogram_quantile(q, sum(rate(x_bucket[w])) by (le))` computed on
 //!   per-`le` bucket deltas summed across pods (quantiles are ratio-invariant, so rates and
 //!   deltas give the same answer); no observation in the window gives `None` (undefined, calm).
