@@ -278,28 +278,22 @@ fn classify(url: &str, error: reqwest::Error) -> ScrapeError {
 }
 
 /// Whether a body error came from the gzip decoder rather than the connection: the decoder
-/// reports corrupt data as an `io::Error` that does not wrap a hyper error.
+/// reports corrupt or truncated data as an `io::Error`, while a broken connection carries a
+/// hyper error somewhere in the chain (also when it passed through the decoder).
 fn is_decompression_error(error: &reqwest::Error) -> bool {
     if !(error.is_decode() || error.is_body()) {
         return false;
     }
     let mut source = error.source();
-    let mut saw_io_invalid = false;
+    let mut saw_io = false;
     while let Some(e) = source {
         if e.downcast_ref::<hyper::Error>().is_some() {
             return false;
         }
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
-            )
-        {
-            saw_io_invalid = true;
-        }
+        saw_io |= e.downcast_ref::<std::io::Error>().is_some();
         source = e.source();
     }
-    saw_io_invalid
+    saw_io
 }
 
 /// `kind: cause: cause` with the url left out (the error message names it once already).
