@@ -14,12 +14,16 @@ use support::{SlotConfig, SlotServer};
 use tokio_util::sync::CancellationToken;
 
 fn flag(args: &[String], name: &str) -> Option<String> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let number = |name: &str, default: u64| flag(&args, name).map_or(default, |v| v.parse().expect("a whole number"));
+    let number = |name: &str, default: u64| {
+        flag(&args, name).map_or(default, |v| v.parse().expect("a whole number"))
+    };
     let config = SlotConfig {
         slots: number("--slots", 100_000) as usize,
         prefill: Duration::from_millis(number("--prefill-ms", 0)),

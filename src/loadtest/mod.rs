@@ -248,7 +248,7 @@ async fn progress_loop(
                     p95,
                 )
             }
-            Some(i) => (format!("rest before step {}/{}", i + 1, plan.len()), None),
+            Some(i) => (format!("rest after step {}/{}", i + 1, plan.len()), None),
             None => ("draining".to_string(), None),
         };
         let queue = log
@@ -284,8 +284,11 @@ pub fn run(args: LoadtestArgs) -> anyhow::Result<()> {
         let on_signal = cancel.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ninterrupted: stopping and writing what was measured");
+                eprintln!("\ninterrupted: stopping and writing what was measured (Ctrl-C again to quit at once)");
                 on_signal.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
             }
         });
         let report = execute(&config, cancel).await?;

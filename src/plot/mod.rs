@@ -153,6 +153,7 @@ const RIGHT: f64 = 70.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 const LEGEND_ROW: f64 = 18.0;
+const LEGEND_ITEM: f64 = 200.0;
 
 impl Chart {
     /// An empty 800x400 chart.
@@ -250,9 +251,9 @@ impl Chart {
     }
 
     fn legend_height(&self) -> f64 {
-        let per_row = ((self.width - LEFT - RIGHT) / 180.0).floor().max(1.0) as usize;
+        let per_row = ((self.width - LEFT - RIGHT) / LEGEND_ITEM).floor().max(1.0) as usize;
         let rows = self.series.len().div_ceil(per_row);
-        rows as f64 * LEGEND_ROW
+        rows as f64 * LEGEND_ROW + 10.0
     }
 
     fn uses_right(&self) -> bool {
@@ -456,14 +457,14 @@ impl Chart {
             );
         }
         // Legend under the x-axis label.
-        let per_row = (plot_w / 180.0).floor().max(1.0) as usize;
+        let per_row = (plot_w / LEGEND_ITEM).floor().max(1.0) as usize;
         for (i, s) in self.series.iter().enumerate() {
             let color = s
                 .color
                 .clone()
                 .unwrap_or_else(|| PALETTE[i % PALETTE.len()].to_string());
-            let lx = LEFT + (i % per_row) as f64 * 180.0;
-            let ly = y_offset + self.height - 6.0 + (i / per_row) as f64 * LEGEND_ROW;
+            let lx = LEFT + (i % per_row) as f64 * LEGEND_ITEM;
+            let ly = y_offset + self.height + 6.0 + (i / per_row) as f64 * LEGEND_ROW;
             let side = if s.axis == Axis::Right && self.uses_right() {
                 " (right)"
             } else {
