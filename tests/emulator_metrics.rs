@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use emulator_common::{PySample, python_parse};
 use vllm_keda_scaler::emulator::{
-    Engine, EngineConfig, HttpStats, MetricsShape, RenderInfo, RequestSpec, render_string,
+    Engine, EngineConfig, HttpObservation, HttpStats, MetricsShape, RenderInfo, RequestSpec,
+    render_string,
 };
 
 const FIXTURE_V1: &str = include_str!(concat!(
@@ -47,9 +48,39 @@ fn busy_engine(shape: MetricsShape) -> Engine {
 
 fn http_stats() -> HttpStats {
     let mut h = HttpStats::new(1.7e9);
-    h.record("/v1/models", "GET", 200, 0, 512, 0.002, 1.7e9);
-    h.record("/v1/chat/completions", "POST", 200, 300, 0, 3.5, 1.7e9);
-    h.record("/v1/chat/completions", "POST", 400, 30, 120, 0.001, 1.7e9);
+    h.record(
+        &HttpObservation {
+            handler: "/v1/models",
+            method: "GET",
+            status: 200,
+            request_bytes: 0,
+            response_bytes: 512,
+            duration_seconds: 0.002,
+        },
+        1.7e9,
+    );
+    h.record(
+        &HttpObservation {
+            handler: "/v1/chat/completions",
+            method: "POST",
+            status: 200,
+            request_bytes: 300,
+            response_bytes: 0,
+            duration_seconds: 3.5,
+        },
+        1.7e9,
+    );
+    h.record(
+        &HttpObservation {
+            handler: "/v1/chat/completions",
+            method: "POST",
+            status: 400,
+            request_bytes: 30,
+            response_bytes: 120,
+            duration_seconds: 0.001,
+        },
+        1.7e9,
+    );
     h
 }
 

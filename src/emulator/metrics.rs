@@ -1,18 +1,18 @@
 //! Rendering an engine's state as a vLLM `/metrics` body, byte-compatible with what vLLM's
 //! `prometheus_client` writes.
 //!
-//! Owns: [`render`] (V1 or V0 layout, chosen by the engine's [`MetricsShape`]), the Python float
-//! formatting ([`py_float`]) and the HTTP instrumentator counters ([`HttpStats`]). Does not own
-//! the numbers themselves (see [`super::stats`]) or serving them (see [`super::server`]).
+//! Owns: [`render`] (V1 or V0 layout, chosen by the engine's [`MetricsShape`]): which families
+//! exist, their HELP texts, order and labels. Does not own the numbers (see [`super::stats`]),
+//! the text formatting (see [`super::text`]) or serving them (see [`super::server`]).
 //!
 //! Layout follows the fixtures: family order, HELP texts, label order (sorted by name), bucket
 //! lists, `_created` gauges in V1, `_sum`-first histograms and no `_created` in V0.
 
-use std::fmt::Write as _;
-
 use super::config::MetricsShape;
 use super::engine::{Engine, FinishReason};
+use super::http_stats::HttpStats;
 use super::stats::{Histogram, V0_MODEL_TIME_MS_BUCKETS};
+use super::text::Writer;
 
 /// What a body says about the replica besides the engine's own numbers.
 #[derive(Debug, Clone, Copy)]
@@ -39,164 +39,6 @@ pub fn render(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     match engine.config().metrics_shape {
         MetricsShape::V1 => render_v1(engine, info, out),
         MetricsShape::V0 => render_v0(engine, info, out),
-    }
-}
-
-/// Formats `v` the way `prometheus_client` does (`repr`, with Go-style exponents for large
-/// positive values): `14.0`, `2.773726e+06`, `1.7672580591200001e+09`, `+Inf`, `NaN`.
-pub fn py_float(v: f64, out: &mut String) {
-    if v.is_nan() {
-        out.push_str("NaN");
-        return;
-    }
-    if v.is_infinite() {
-        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
-        return;
-    }
-    // Shortest round-trip digits and the decimal exponent of the first digit.
-    let sci = format!("{:e}", v.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let neg = v.is_sign_negative();
-    if v > 0.0 && (6..16).contains(&exp) {
-        let trimmed = digits.trim_end_matches('0');
-        let (first, rest) = trimmed.split_at(1);
-        out.push_str(first);
-        if !rest.is_empty() {
-            out.push('.');
-            out.push_str(rest);
-        }
-        let _ = write!(out, "e+{exp:02}");
-        return;
-    }
-    if neg {
-        out.push('-');
-    }
-    if (-4..16).contains(&exp) {
-        if exp >= 0 {
-            let int_len = exp as usize + 1;
-            if digits.len() <= int_len {
-                out.push_str(&digits);
-                out.extend(std::iter::repeat_n('0', int_len - digits.len()));
-                out.push_str(".0");
-            } else {
-                out.push_str(&digits[..int_len]);
-                out.push('.');
-                out.push_str(&digits[int_len..]);
-            }
-        } else {
-            out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', (-exp - 1) as usize));
-            out.push_str(&digits);
-        }
-    } else {
-        let (first, rest) = digits.split_at(1);
-        out.push_str(first);
-        if !rest.is_empty() {
-            out.push('.');
-            out.push_str(rest);
-        }
-        let sign = if exp < 0 { '-' } else { '+' };
-        let _ = write!(out, "e{sign}{:02}", exp.abs());
-    }
-}
-
-fn escape_label(value: &str, out: &mut String) {
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// Writes samples with a fixed base label set (`engine`, `model_name`) plus at most one extra
-/// label, keeping labels sorted by name like the fixtures.
-struct Writer<'o> {
-    out: &'o mut String,
-    /// Sorted base labels.
-    base: Vec<(&'static str, String)>,
-    created: Option<f64>,
-}
-
-impl Writer<'_> {
-    fn header(&mut self, name: &str, help: &str, kind: &str) {
-        let _ = writeln!(self.out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, suffix: &str, extra: &[(&str, &str)], value: f64) {
-        self.out.push_str(name);
-        self.out.push_str(suffix);
-        let mut labels: Vec<(&str, &str)> = self
-            .base
-            .iter()
-            .map(|(k, v)| (*k, v.as_str()))
-            .chain(extra.iter().copied())
-            .collect();
-        labels.sort_by(|a, b| a.0.cmp(b.0));
-        if !labels.is_empty() {
-            self.out.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
-                }
-                self.out.push_str(k);
-                self.out.push_str("=\"");
-                escape_label(v, self.out);
-                self.out.push('"');
-            }
-            self.out.push('}');
-        }
-        self.out.push(' ');
-        py_float(value, self.out);
-        self.out.push('\n');
-    }
-
-    fn gauge(&mut self, name: &str, help: &str, value: f64) {
-        self.header(name, help, "gauge");
-        self.sample(name, "", &[], value);
-    }
-
-    fn created_family(&mut self, stem: &str, help: &str, children: &[&[(&str, &str)]]) {
-        if let Some(created) = self.created {
-            let name = format!("{stem}_created");
-            self.header(&name, help, "gauge");
-            for extra in children {
-                self.sample(&name, "", extra, created);
-            }
-        }
-    }
-
-    /// A counter family `stem_total` (one child per `children` entry) plus its `_created`.
-    fn counter(&mut self, stem: &str, help: &str, children: &[(&[(&str, &str)], f64)]) {
-        let total = format!("{stem}_total");
-        self.header(&total, help, "counter");
-        for (extra, value) in children {
-            self.sample(&total, "", extra, *value);
-        }
-        let extras: Vec<&[(&str, &str)]> = children.iter().map(|c| c.0).collect();
-        self.created_family(stem, help, &extras);
-    }
-
-    fn histogram(&mut self, name: &str, help: &str, h: &Histogram, v0_order: bool) {
-        self.header(name, help, "histogram");
-        if v0_order {
-            self.sample(name, "_sum", &[], h.sum());
-        }
-        let mut le = String::new();
-        for (i, cumulative) in h.cumulative().enumerate() {
-            le.clear();
-            py_float(h.bounds().get(i).copied().unwrap_or(f64::INFINITY), &mut le);
-            self.sample(name, "_bucket", &[("le", &le)], cumulative as f64);
-        }
-        self.sample(name, "_count", &[], h.count() as f64);
-        if !v0_order {
-            self.sample(name, "_sum", &[], h.sum());
-        }
-        self.created_family(name, help, &[&[]]);
     }
 }
 
@@ -287,20 +129,16 @@ const HELP_WAITING: &str = "Number of requests waiting to be processed.";
 
 fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     let stats = engine.stats();
-    let mut plain = Writer {
-        out,
-        base: Vec::new(),
-        created: Some(info.start_unix_seconds),
-    };
+    let mut plain = Writer::new(out, Vec::new(), Some(info.start_unix_seconds));
     process_metrics(&mut plain, info.start_unix_seconds);
-    let mut w = Writer {
-        out: plain.out,
-        base: vec![
-            ("engine", info.engine_index.to_string()),
-            ("model_name", info.model_name.to_string()),
-        ],
-        created: Some(info.start_unix_seconds),
-    };
+    let mut w = Writer::new(
+        plain.out,
+        Writer::base_labels(&[
+            ("engine", &info.engine_index.to_string()),
+            ("model_name", info.model_name),
+        ]),
+        Some(info.start_unix_seconds),
+    );
     w.gauge(
         "vllm:num_requests_running",
         "Number of requests in model execution batches.",
@@ -500,11 +338,11 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
 
 fn render_v0(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     let stats = engine.stats();
-    let mut w = Writer {
+    let mut w = Writer::new(
         out,
-        base: vec![("model_name", info.model_name.to_string())],
-        created: None,
-    };
+        Writer::base_labels(&[("model_name", info.model_name)]),
+        None,
+    );
     let none: &[(&str, &str)] = &[];
     let prompt = stats.prompt_tokens_total as f64;
     let generation = stats.generation_tokens_total as f64;
@@ -692,240 +530,4 @@ fn render_v0(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
         ],
         1.0,
     );
-}
-
-/// Buckets of `http_request_duration_highr_seconds`.
-const HTTP_HIGHR_BUCKETS: &[f64] = &[
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0,
-    7.5, 10.0, 30.0, 60.0,
-];
-/// Buckets of `http_request_duration_seconds`.
-const HTTP_BUCKETS: &[f64] = &[0.1, 0.5, 1.0];
-
-/// The FastAPI instrumentator's counters that vLLM exposes (`http_*`), per handler.
-#[derive(Debug, Clone)]
-pub struct HttpStats {
-    created_unix_seconds: f64,
-    requests: Vec<(&'static str, &'static str, &'static str, u64, f64)>,
-    sizes: Vec<(&'static str, u64, f64, f64, f64)>,
-    durations: Vec<(&'static str, &'static str, Histogram, f64)>,
-    highr: Histogram,
-}
-
-impl HttpStats {
-    /// Empty counters; `created_unix_seconds` is the replica's start.
-    pub fn new(created_unix_seconds: f64) -> Self {
-        HttpStats {
-            created_unix_seconds,
-            requests: Vec::new(),
-            sizes: Vec::new(),
-            durations: Vec::new(),
-            highr: Histogram::new(HTTP_HIGHR_BUCKETS),
-        }
-    }
-
-    /// Records one finished HTTP request (`status` is the code; grouped as `2xx`, `4xx`, ...).
-    pub fn record(
-        &mut self,
-        handler: &'static str,
-        method: &'static str,
-        status: u16,
-        request_bytes: u64,
-        response_bytes: u64,
-        duration_seconds: f64,
-        now_unix_seconds: f64,
-    ) {
-        let class = match status {
-            100..=199 => "1xx",
-            200..=299 => "2xx",
-            300..=399 => "3xx",
-            400..=499 => "4xx",
-            _ => "5xx",
-        };
-        match self
-            .requests
-            .iter_mut()
-            .find(|r| r.0 == handler && r.1 == method && r.2 == class)
-        {
-            Some(r) => r.3 += 1,
-            None => self
-                .requests
-                .push((handler, method, class, 1, now_unix_seconds)),
-        }
-        match self.sizes.iter_mut().find(|s| s.0 == handler) {
-            Some(s) => {
-                s.1 += 1;
-                s.2 += request_bytes as f64;
-                s.3 += response_bytes as f64;
-            }
-            None => self.sizes.push((
-                handler,
-                1,
-                request_bytes as f64,
-                response_bytes as f64,
-                now_unix_seconds,
-            )),
-        }
-        let pos = match self
-            .durations
-            .iter()
-            .position(|d| d.0 == handler && d.1 == method)
-        {
-            Some(p) => p,
-            None => {
-                self.durations.push((
-                    handler,
-                    method,
-                    Histogram::new(HTTP_BUCKETS),
-                    now_unix_seconds,
-                ));
-                self.durations.len() - 1
-            }
-        };
-        self.durations[pos].2.observe(duration_seconds);
-        self.highr.observe(duration_seconds);
-    }
-
-    /// Requests recorded for `handler` with status class `class` (`2xx`, ...).
-    pub fn requests(&self, handler: &str, class: &str) -> u64 {
-        self.requests
-            .iter()
-            .filter(|r| r.0 == handler && r.2 == class)
-            .map(|r| r.3)
-            .sum()
-    }
-
-    fn render(&self, w: &mut Writer<'_>) {
-        let help = "Total number of requests by method, status and handler.";
-        w.header("http_requests_total", help, "counter");
-        for (h, m, s, n, _) in &self.requests {
-            w.sample(
-                "http_requests_total",
-                "",
-                &[("handler", h), ("method", m), ("status", s)],
-                *n as f64,
-            );
-        }
-        w.header("http_requests_created", help, "gauge");
-        for (h, m, s, _, c) in &self.requests {
-            w.sample(
-                "http_requests_created",
-                "",
-                &[("handler", h), ("method", m), ("status", s)],
-                *c,
-            );
-        }
-        for (name, help, is_request) in [
-            (
-                "http_request_size_bytes",
-                "Content length of incoming requests by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. ",
-                true,
-            ),
-            (
-                "http_response_size_bytes",
-                "Content length of outgoing responses by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. ",
-                false,
-            ),
-        ] {
-            w.header(name, help, "summary");
-            for (h, n, req, resp, _) in &self.sizes {
-                w.sample(name, "_count", &[("handler", h)], *n as f64);
-                w.sample(
-                    name,
-                    "_sum",
-                    &[("handler", h)],
-                    if is_request { *req } else { *resp },
-                );
-            }
-            let created = format!("{name}_created");
-            w.header(&created, help, "gauge");
-            for (h, _, _, _, c) in &self.sizes {
-                w.sample(&created, "", &[("handler", h)], *c);
-            }
-        }
-        w.created = Some(self.created_unix_seconds);
-        w.histogram(
-            "http_request_duration_highr_seconds",
-            "Latency with many buckets but no API specific labels. Made for more accurate percentile calculations. ",
-            &self.highr,
-            false,
-        );
-        let name = "http_request_duration_seconds";
-        let help = "Latency with only few buckets by handler. Made to be only used if aggregation by handler is important. ";
-        w.header(name, help, "histogram");
-        let mut le = String::new();
-        for (h, m, hist, _) in &self.durations {
-            for (i, cumulative) in hist.cumulative().enumerate() {
-                le.clear();
-                py_float(
-                    hist.bounds().get(i).copied().unwrap_or(f64::INFINITY),
-                    &mut le,
-                );
-                w.sample(
-                    name,
-                    "_bucket",
-                    &[("handler", h), ("le", &le), ("method", m)],
-                    cumulative as f64,
-                );
-            }
-            w.sample(
-                name,
-                "_count",
-                &[("handler", h), ("method", m)],
-                hist.count() as f64,
-            );
-            w.sample(name, "_sum", &[("handler", h), ("method", m)], hist.sum());
-        }
-        let created = format!("{name}_created");
-        w.header(&created, help, "gauge");
-        for (h, m, _, c) in &self.durations {
-            w.sample(&created, "", &[("handler", h), ("method", m)], *c);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn floats_match_prometheus_client() {
-        // Expected strings produced by prometheus_client.utils.floatToGoString.
-        let cases: &[(f64, &str)] = &[
-            (0.0, "0.0"),
-            (1.0, "1.0"),
-            (14.0, "14.0"),
-            (0.9003, "0.9003"),
-            (2773726.0, "2.773726e+06"),
-            (957248.0, "957248.0"),
-            (1767258059.1200001, "1.7672580591200001e+09"),
-            (60521304064.0, "6.0521304064e+10"),
-            (1048576.0, "1.048576e+06"),
-            (1e16, "1e+16"),
-            (1.5e16, "1.5e+16"),
-            (1e-5, "1e-05"),
-            (0.0001, "0.0001"),
-            (123456.789, "123456.789"),
-            (1234567.891, "1.234567891e+06"),
-            (3785.898987859578, "3785.898987859578"),
-            (0.001, "0.001"),
-            (2560.0, "2560.0"),
-            (1e22, "1e+22"),
-            (-1.0, "-1.0"),
-            (-2773726.0, "-2773726.0"),
-            (0.1 + 0.2, "0.30000000000000004"),
-            (5e-324, "5e-324"),
-            (1e15, "1e+15"),
-            (999999.9999999, "999999.9999999"),
-            (9999999.0, "9.999999e+06"),
-            (f64::INFINITY, "+Inf"),
-            (f64::NEG_INFINITY, "-Inf"),
-            (f64::NAN, "NaN"),
-        ];
-        for (v, want) in cases {
-            let mut s = String::new();
-            py_float(*v, &mut s);
-            assert_eq!(&s, want, "value {v:?}");
-        }
-    }
 }

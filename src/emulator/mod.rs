@@ -9,18 +9,22 @@
 pub mod config;
 pub mod engine;
 pub mod fleet;
+pub mod http_stats;
 pub mod metrics;
 pub mod openai;
 pub mod server;
 pub mod stats;
+pub mod text;
 
 pub use config::{
     ConfigError, EngineConfig, MetricsShape, RequestShape, SaturationLimit, SaturationPrediction,
 };
 pub use engine::{Engine, Event, FinishReason, RejectError, RequestId, RequestRecord, RequestSpec};
 pub use fleet::{Fleet, ReplicaHandle};
-pub use metrics::{HttpStats, RenderInfo, py_float, render, render_string};
+pub use http_stats::{HttpObservation, HttpStats};
+pub use metrics::{RenderInfo, render, render_string};
 pub use server::{FaultState, FaultUpdate, Replica, ReplicaConfig, ReplicaSnapshot};
+pub use text::py_float;
 
 /// `emulate` arguments: fleet size and ports, the served model, and every engine parameter
 /// (defaults: Llama-3.1-8B on one H100, see `docs/emulator.md`).

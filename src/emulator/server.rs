@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 use super::SplitMix64;
 use super::config::{ConfigError, EngineConfig};
 use super::engine::{Engine, Event, FinishReason, RequestId, RequestRecord, RequestSpec};
-use super::metrics::{HttpStats, RenderInfo, render};
+use super::http_stats::{HttpObservation, HttpStats};
+use super::metrics::{RenderInfo, render};
 use super::openai::{self, Endpoint};
 
 /// How one replica is set up.
@@ -325,9 +326,15 @@ impl Replica {
         started: Instant,
     ) {
         let secs = started.elapsed().as_secs_f64();
-        self.lock()
-            .http
-            .record(handler, method, status, req, resp, secs, unix_now());
+        let obs = HttpObservation {
+            handler,
+            method,
+            status,
+            request_bytes: req,
+            response_bytes: resp,
+            duration_seconds: secs,
+        };
+        self.lock().http.record(&obs, unix_now());
     }
 
     /// The axum routes of this replica.
