@@ -43,16 +43,23 @@ fn main() {
         });
         return;
     }
-    // `cargo bench`: a quick in-process run at two rates (server and generator share the CPU).
+    // `cargo bench` (passes --bench): a quick in-process run at two rates (server and generator
+    // share the CPU). `cargo test --all-targets` (no --bench): a one-second smoke run.
+    let bench = args.iter().any(|a| a == "--bench");
+    let (rates, seconds) = if bench {
+        (vec![250.0, 500.0], 3.0)
+    } else {
+        (vec![50.0], 1.0)
+    };
     runtime.block_on(async move {
         let server = SlotServer::start(config).await;
-        for rps in [250.0, 500.0] {
+        for rps in rates {
             let args = vllm_keda_scaler::loadtest::LoadtestArgs {
                 url: server.url(),
                 model: "bench".into(),
                 rps: vec![rps],
                 rps_range: None,
-                step_seconds: 3.0,
+                step_seconds: seconds,
                 rest_seconds: 2.0,
                 warmup: 20,
                 shape: "fixed:8:2".into(),
@@ -76,6 +83,7 @@ fn main() {
                 .await
                 .expect("runs");
             let s = &report.steps[0];
+            assert_eq!(s.ok, s.sent, "every request answered: {:?}", s.error_kinds);
             println!(
                 "offered {rps} req/s: sent {} at {:.1} req/s, ok {}, errors {}, dispatch lag p99 {:.2} ms, start lag p99 {:.2} ms",
                 s.sent,
