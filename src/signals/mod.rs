@@ -1,0 +1,167 @@
+//! Scaling signals from consecutive scrapes: tier 1 (service quality), tier 2 (engine state),
+//! tier 3 (GPU, from DCGM).
+//!
+//! Owns: extracting what matters from a parsed body into an owned per-pod snapshot, keeping
+//! the per-pod history a window needs, and aggregating over healthy pods. Does not own:
+//! fetching or parsing. Pure: every function takes `now` (time since the caller's origin).
+//!
+//! Layout: [`snapshot`] (one body -> [`PodSnapshot`]), [`histogram`] (bucket deltas and PromQL's
+//! `histogram_quantile`), [`window`] (per-pod history, restarts and health in [`FleetWindow`]),
+//! `aggregate` (two samples of a pod to its signals, and the fleet sums) and [`gpu`] (DCGM
+//! exporter readings, tier 3).
+//!
+//! Semantics in one place:
+//! - A window compares the latest sample of a pod with the one at or just before
+//!   `now - window` (the oldest kept sample while history is shorter than the window). Memory
+//!   stays small: full samples (histograms) are kept only inside the latency window and at most
+//!   16 per window (scraped faster than that, the latency window spans 15/16 to all of its
+//!   length); older samples keep only their time and preemption counter. After a scrape gap
+//!   longer than the window (a baseline older than `now - 2 * window`), the first sample inside
+//!   the window is the baseline: a delta never averages over the whole gap.
+//! - Quantiles are PromQL's `histogram_quantile(q, sum(rate(x_bucket[w])) by (le))` computed on
+//!   per-`le` bucket deltas summed across pods (quantiles are ratio-invariant, so rates and
+//!   deltas give the same answer); no observation in the window gives `None` (undefined, calm).
+//! - Rates are difference quotients of the two samples (no extrapolation, unlike `rate`).
+//! - A restart between any two samples of the window (a counter, `_count` or bucket going down,
+//!   `process_start_time_seconds` or a `_created` value changing, or an `le` set changing) drops
+//!   that pod's deltas for that window: never a negative rate. Its gauges still count.
+//! - A failed scrape makes the pod unknown: it counts in `pods_total`, not in `pods_healthy`,
+//!   and in no aggregate (never zero load).
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+mod aggregate;
+pub mod gpu;
+pub mod histogram;
+pub mod snapshot;
+pub mod window;
+
+pub use gpu::{GpuDevice, GpuSnapshot};
+pub use histogram::{Bucket, Histogram, histogram_quantile};
+pub use snapshot::{Generation, PodSnapshot, SnapshotInfo};
+pub use window::FleetWindow;
+
+/// P50/P95/P99 of a latency histogram over the window; `None` when no observation fell in it
+/// (undefined, which downstream treats as calm).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Quantiles {
+    /// Median, seconds.
+    pub p50: Option<f64>,
+    /// 95th percentile, seconds.
+    pub p95: Option<f64>,
+    /// 99th percentile, seconds.
+    pub p99: Option<f64>,
+}
+
+/// Aggregates of two or more numbers across pods.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct MaxMean {
+    /// Largest value across pods.
+    pub max: Option<f64>,
+    /// Mean across pods.
+    pub mean: Option<f64>,
+}
+
+/// Tier 3 signals from the DCGM exporter.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GpuSignals {
+    /// GPU frame-buffer memory used / (used + free), 0..1, across GPUs.
+    pub memory_used_fraction: MaxMean,
+    /// GPU utilisation 0..1 across GPUs (reported, never a scale input).
+    pub utilization: MaxMean,
+    /// Total power draw in watts.
+    pub power_watts_total: Option<f64>,
+    /// Single-bit ECC errors per second, summed across GPUs.
+    pub ecc_errors_per_second: Option<f64>,
+    /// GPUs seen.
+    pub gpus: usize,
+}
+
+/// Signals for a set of pods (one pod, or the fleet of healthy pods).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SignalSet {
+    /// Requests waiting (sum of `vllm:num_requests_waiting`).
+    pub queue_depth: f64,
+    /// Requests running (sum of `vllm:num_requests_running`).
+    pub running: f64,
+    /// End-to-end request latency quantiles over the latency window.
+    pub e2e_latency_seconds: Quantiles,
+    /// Time to first token quantiles over the latency window.
+    pub ttft_seconds: Quantiles,
+    /// Inter-token latency (TPOT) quantiles over the latency window.
+    pub itl_seconds: Quantiles,
+    /// Queue-time quantiles over the latency window.
+    pub queue_time_seconds: Quantiles,
+    /// Finished requests per second over the latency window.
+    pub requests_per_second: Option<f64>,
+    /// Finished requests within the latency window (for activity).
+    pub requests_finished_in_window: f64,
+    /// Finished requests per second by `finished_reason`.
+    pub finished_per_second_by_reason: std::collections::BTreeMap<String, f64>,
+    /// KV-cache usage 0..1.
+    pub kv_cache_usage: MaxMean,
+    /// Preemptions per second over the preemption window.
+    pub preemptions_per_second: Option<f64>,
+    /// Prompt (prefill) tokens per second.
+    pub prompt_tokens_per_second: Option<f64>,
+    /// Generation (decode) tokens per second.
+    pub generation_tokens_per_second: Option<f64>,
+    /// Mean tokens per engine step (batch efficiency).
+    pub batch_tokens_per_step: Option<f64>,
+}
+
+/// Signals of one pod, with its health.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PodSignals {
+    /// The pod's target identity (URL).
+    pub pod: String,
+    /// Whether the latest scrape succeeded.
+    pub healthy: bool,
+    /// The pod's own signals (meaningful when healthy).
+    pub signals: SignalSet,
+    /// A restart was detected inside a window: the pod's rates and quantiles were dropped.
+    pub reset_in_window: bool,
+    /// Its GPUs, when a DCGM exporter maps GPUs to this pod by the `pod` label.
+    pub gpu: Option<GpuSignals>,
+}
+
+/// Everything the policy reads, computed at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FleetSignals {
+    /// When computed (time since the caller's origin).
+    #[serde(skip)]
+    pub at: Duration,
+    /// Pods known (healthy or not).
+    pub pods_total: usize,
+    /// Pods whose latest scrape succeeded: the ready replicas.
+    pub pods_healthy: usize,
+    /// Aggregates over healthy pods.
+    pub fleet: SignalSet,
+    /// Tier 3, when DCGM targets are configured and answered.
+    pub gpu: Option<GpuSignals>,
+    /// Per pod.
+    pub pods: Vec<PodSignals>,
+}
+
+/// Window lengths and filters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalSettings {
+    /// Window for latency quantiles and request/token rates (default 60 s).
+    pub latency_window: Duration,
+    /// Window for the preemption rate (default 300 s).
+    pub preemption_window: Duration,
+    /// Only series whose `model_name` equals this (all when `None`).
+    pub model: Option<String>,
+}
+
+impl Default for SignalSettings {
+    fn default() -> Self {
+        Self {
+            latency_window: Duration::from_secs(60),
+            preemption_window: Duration::from_secs(300),
+            model: None,
+        }
+    }
+}

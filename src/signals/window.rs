@@ -1,0 +1,410 @@
+//! Per-pod scrape history in a bounded ring, and the aggregation over healthy pods.
+//!
+//! Owns: which two samples a window compares (the one at or just before `now - window`, else
+//! the oldest kept, and the latest), restart detection between consecutive samples, health
+//! (a failed scrape makes a pod unknown, never zero load), and fleet sums/merges. Does not own:
+//! what a body means (see `snapshot`) or the quantile math (see `histogram`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use super::aggregate::{FleetAccumulator, PodCompute};
+use super::gpu::{self, GpuHistory, GpuSnapshot};
+use super::histogram::Histogram;
+use super::snapshot::PodSnapshot;
+use super::{FleetSignals, PodSignals, SignalSet, SignalSettings};
+
+/// Hard cap on kept samples per pod (a 1 s scrape interval with a 300 s window needs 301).
+const MAX_ENTRIES_PER_POD: usize = 1024;
+
+/// Full samples (histograms, token and request counters) kept per latency window at most:
+/// scraped more often than `latency_window / 16`, the full samples in between are thinned, so
+/// the latency window spans between 15/16 of its length and its length.
+const FULL_SAMPLES_PER_WINDOW: u32 = 16;
+
+/// Histograms kept per sample: e2e, TTFT, ITL, queue time, iteration tokens.
+pub(super) const E2E: usize = 0;
+pub(super) const TTFT: usize = 1;
+pub(super) const ITL: usize = 2;
+pub(super) const QUEUE: usize = 3;
+pub(super) const ITERATION: usize = 4;
+pub(super) type Hists = [Option<Histogram>; 5];
+
+/// What only the latency window needs: dropped once a sample is older than its baseline.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Detail {
+    pub(super) prompt: Option<f64>,
+    pub(super) generation: Option<f64>,
+    pub(super) success: Vec<(String, f64)>,
+    pub(super) hists: Hists,
+}
+
+/// One sample. Samples older than the latency baseline shrink to a few words (time,
+/// preemption counter, restart flag): the 300 s preemption window costs little.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    pub(super) at: Duration,
+    pub(super) preemptions: Option<f64>,
+    pub(super) detail: Option<Box<Detail>>,
+    /// A restart happened between the previous sample and this one.
+    pub(super) restart_before: bool,
+}
+
+/// Values of the latest successful scrape that are not compared across samples.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Latest {
+    pub(super) waiting: Option<f64>,
+    pub(super) running: Option<f64>,
+    pub(super) kv_max: Option<f64>,
+    pub(super) kv_mean: Option<f64>,
+    pub(super) process_start_time_seconds: Option<f64>,
+    pub(super) created_min_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct PodHistory {
+    pub(super) healthy: bool,
+    pub(super) entries: VecDeque<Entry>,
+    pub(super) latest: Latest,
+    /// Time of the newest kept sample that follows a restart.
+    pub(super) last_restart_at: Option<Duration>,
+}
+
+/// Per-pod history for a fleet, and the aggregation over it.
+#[derive(Debug, Clone, Default)]
+pub struct FleetWindow {
+    settings: SignalSettings,
+    pods: BTreeMap<String, PodHistory>,
+    gpu_targets: BTreeMap<String, GpuHistory>,
+}
+
+impl FleetWindow {
+    /// A window with these settings.
+    pub fn new(settings: SignalSettings) -> Self {
+        Self {
+            settings,
+            pods: BTreeMap::new(),
+            gpu_targets: BTreeMap::new(),
+        }
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &SignalSettings {
+        &self.settings
+    }
+
+    /// Records one pod's scrape at `now`: `Some` when it succeeded, `None` when it failed
+    /// (the pod becomes unknown, never zero load). A body with neither
+    /// `vllm:num_requests_waiting` nor `vllm:num_requests_running` (not vLLM, or no series for
+    /// the model filter) counts as failed too. Times must not go backwards per pod; a sample
+    /// at or before the latest kept one replaces the newer ones.
+    pub fn record(&mut self, now: Duration, pod: &str, snapshot: Option<PodSnapshot>) {
+        let history = match self.pods.get_mut(pod) {
+            Some(history) => history,
+            None => self.pods.entry(pod.to_owned()).or_default(),
+        };
+        let snapshot = snapshot.filter(|s| s.waiting.is_some() || s.running.is_some());
+        let Some(snapshot) = snapshot else {
+            history.healthy = false;
+            return;
+        };
+        if history.entries.back().is_some_and(|e| e.at >= now) {
+            while history.entries.back().is_some_and(|e| e.at >= now) {
+                history.entries.pop_back();
+            }
+            history.last_restart_at = history
+                .entries
+                .iter()
+                .rev()
+                .find(|e| e.restart_before)
+                .map(|e| e.at);
+        }
+        let restart_before = history
+            .entries
+            .back()
+            .is_some_and(|prev| restarted(prev, &history.latest, &snapshot));
+        let PodSnapshot {
+            waiting,
+            running,
+            kv_cache_usage_max,
+            kv_cache_usage_mean,
+            preemptions_total,
+            prompt_tokens_total,
+            generation_tokens_total,
+            request_success_total,
+            e2e_latency,
+            ttft,
+            itl,
+            queue_time,
+            iteration_tokens,
+            process_start_time_seconds,
+            created_min_seconds,
+            ..
+        } = snapshot;
+        history.latest = Latest {
+            waiting,
+            running,
+            kv_max: kv_cache_usage_max,
+            kv_mean: kv_cache_usage_mean,
+            process_start_time_seconds,
+            created_min_seconds,
+        };
+        if restart_before {
+            history.last_restart_at = Some(now);
+        }
+        history.entries.push_back(Entry {
+            at: now,
+            preemptions: preemptions_total,
+            detail: Some(Box::new(Detail {
+                prompt: prompt_tokens_total,
+                generation: generation_tokens_total,
+                success: request_success_total.into_iter().collect(),
+                hists: [e2e_latency, ttft, itl, queue_time, iteration_tokens],
+            })),
+            restart_before,
+        });
+        history.healthy = true;
+        thin(
+            &mut history.entries,
+            self.settings.latency_window / FULL_SAMPLES_PER_WINDOW,
+        );
+        prune(&mut history.entries, now, &self.settings);
+    }
+
+    /// Records one DCGM exporter scrape at `now` (`None` when it failed).
+    pub fn record_gpu(&mut self, now: Duration, target: &str, snapshot: Option<GpuSnapshot>) {
+        let history = match self.gpu_targets.get_mut(target) {
+            Some(history) => history,
+            None => self.gpu_targets.entry(target.to_owned()).or_default(),
+        };
+        history.record(now, snapshot, self.settings.latency_window);
+    }
+
+    /// Forgets pods not in `pods` (gone from discovery).
+    pub fn retain_pods(&mut self, pods: &[String]) {
+        self.pods.retain(|pod, _| pods.iter().any(|p| p == pod));
+    }
+
+    /// Forgets DCGM targets not in `targets`.
+    pub fn retain_gpu_targets(&mut self, targets: &[String]) {
+        self.gpu_targets
+            .retain(|target, _| targets.iter().any(|t| t == target));
+    }
+
+    /// Signals at `now`.
+    pub fn compute(&self, now: Duration) -> FleetSignals {
+        let mut fleet = FleetAccumulator::default();
+        let mut pods = Vec::with_capacity(self.pods.len());
+        for (name, history) in &self.pods {
+            let (signals, reset_in_window) = match history.entries.back() {
+                Some(_) if history.healthy => {
+                    let pod = PodCompute::new(history, now, &self.settings);
+                    let signals = pod.signals(&history.latest);
+                    fleet.add(&pod, &history.latest);
+                    (signals, pod.reset_in_window)
+                }
+                _ => (SignalSet::default(), false),
+            };
+            pods.push(PodSignals {
+                pod: name.clone(),
+                healthy: history.healthy && !history.entries.is_empty(),
+                signals,
+                reset_in_window,
+                gpu: None,
+            });
+        }
+        let pods_healthy = pods.iter().filter(|p| p.healthy).count();
+        let gpu = self.compute_gpu(now, &mut pods);
+        FleetSignals {
+            at: now,
+            pods_total: pods.len(),
+            pods_healthy,
+            fleet: fleet.finish(),
+            gpu,
+            pods,
+        }
+    }
+
+    fn compute_gpu(&self, now: Duration, pods: &mut [PodSignals]) -> Option<super::GpuSignals> {
+        let devices: Vec<gpu::DeviceReading<'_>> = self
+            .gpu_targets
+            .values()
+            .flat_map(|history| history.readings(now, self.settings.latency_window))
+            .collect();
+        if devices.is_empty() {
+            return None;
+        }
+        let matched: Vec<Option<usize>> = devices
+            .iter()
+            .map(|reading| {
+                reading
+                    .device
+                    .pod
+                    .as_deref()
+                    .and_then(|label| pods.iter().position(|p| gpu::pod_matches(&p.pod, label)))
+            })
+            .collect();
+        for (index, pod) in pods.iter_mut().enumerate() {
+            let own: Vec<&gpu::DeviceReading<'_>> = devices
+                .iter()
+                .zip(&matched)
+                .filter(|(_, m)| **m == Some(index))
+                .map(|(d, _)| d)
+                .collect();
+            if !own.is_empty() {
+                pod.gpu = Some(gpu::aggregate(own));
+            }
+        }
+        // When pod names can be matched, only the vLLM pods' GPUs count; when they cannot
+        // (targets are IPs), every GPU the configured exporters report counts.
+        let any_matched = matched.iter().any(Option::is_some);
+        let fleet_devices: Vec<&gpu::DeviceReading<'_>> = devices
+            .iter()
+            .zip(&matched)
+            .filter(|(_, m)| !any_matched || m.is_some())
+            .map(|(d, _)| d)
+            .collect();
+        Some(gpu::aggregate(fleet_devices))
+    }
+}
+
+/// Drops samples no window needs and histograms older than the latency baseline.
+fn prune(entries: &mut VecDeque<Entry>, now: Duration, settings: &SignalSettings) {
+    let longest = settings.latency_window.max(settings.preemption_window);
+    if let Some(cutoff) = now.checked_sub(longest) {
+        // Keep one sample at or before the cutoff: it is the baseline.
+        while entries.len() >= 2 && entries[1].at <= cutoff {
+            entries.pop_front();
+        }
+    }
+    while entries.len() > MAX_ENTRIES_PER_POD {
+        entries.pop_front();
+    }
+    let latency_base = baseline(entries, now, settings.latency_window);
+    for entry in entries.range_mut(..latency_base) {
+        entry.detail = None;
+    }
+}
+
+/// Keeps full samples at least `spacing` apart (the newest always stays full): the previous
+/// newest loses its detail when the full sample before it is closer than `spacing`.
+fn thin(entries: &mut VecDeque<Entry>, spacing: Duration) {
+    let n = entries.len();
+    if n < 3 {
+        return;
+    }
+    let older = entries
+        .range(..n - 2)
+        .rev()
+        .find(|e| e.detail.is_some())
+        .map(|e| e.at);
+    if older.is_some_and(|older| entries[n - 2].at.saturating_sub(older) < spacing) {
+        entries[n - 2].detail = None;
+    }
+}
+
+/// Index of the sample at or just before `now - window`, else the oldest kept.
+pub(super) fn baseline(entries: &VecDeque<Entry>, now: Duration, window: Duration) -> usize {
+    match now.checked_sub(window) {
+        Some(cutoff) => entries
+            .partition_point(|e| e.at <= cutoff)
+            .saturating_sub(1),
+        None => 0,
+    }
+}
+
+/// Whether the process behind `snapshot` restarted since `prev`: a restart marker changed, a
+/// counter or bucket went down, or a histogram's `le` set changed.
+fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
+    let changed = |a: Option<f64>, b: Option<f64>| matches!((a, b), (Some(a), Some(b)) if a != b);
+    let went_down = |a: Option<f64>, b: Option<f64>| matches!((a, b), (Some(a), Some(b)) if b < a);
+    if changed(
+        latest.process_start_time_seconds,
+        snapshot.process_start_time_seconds,
+    ) || changed(latest.created_min_seconds, snapshot.created_min_seconds)
+    {
+        return true;
+    }
+    if went_down(prev.preemptions, snapshot.preemptions_total) {
+        return true;
+    }
+    let Some(c) = prev.detail.as_deref() else {
+        return false;
+    };
+    if went_down(c.prompt, snapshot.prompt_tokens_total)
+        || went_down(c.generation, snapshot.generation_tokens_total)
+    {
+        return true;
+    }
+    if c.success.iter().any(|(reason, before)| {
+        snapshot
+            .request_success_total
+            .get(reason)
+            .is_some_and(|now| now < before)
+    }) {
+        return true;
+    }
+    let hists = &c.hists;
+    let new: [&Option<Histogram>; 5] = [
+        &snapshot.e2e_latency,
+        &snapshot.ttft,
+        &snapshot.itl,
+        &snapshot.queue_time,
+        &snapshot.iteration_tokens,
+    ];
+    hists
+        .iter()
+        .zip(new)
+        .any(|(before, now)| match (before, now) {
+            (Some(before), Some(now)) => !now.same_layout(before) || now.decreased_from(before),
+            _ => false,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(i: f64) -> PodSnapshot {
+        let mut hist = Histogram::default();
+        hist.add_bucket(1.0, i);
+        hist.add_bucket(f64::INFINITY, i);
+        hist.count = i;
+        PodSnapshot {
+            waiting: Some(1.0),
+            preemptions_total: Some(i),
+            e2e_latency: Some(hist),
+            ..PodSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn history_is_bounded_and_histograms_kept_only_for_the_latency_window() {
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for t in 0..10_000u64 {
+            w.record(Duration::from_secs(t), "a", Some(snapshot(t as f64)));
+        }
+        let entries = &w.pods["a"].entries;
+        // The baseline at now - 300 s and the 300 samples after it.
+        assert_eq!(entries.len(), 301);
+        // Full samples 3.75 s apart over the 60 s window (plus the newest).
+        let full = entries.iter().filter(|e| e.detail.is_some()).count();
+        assert!((15..=18).contains(&full), "{full} full samples");
+        let s = w.compute(Duration::from_secs(9_999));
+        assert_eq!(s.fleet.preemptions_per_second, Some(1.0));
+        assert_eq!(s.fleet.e2e_latency_seconds.p50, Some(0.5));
+        // The latency window spans between 15/16 of 60 s and 60 s.
+        let finished = s.fleet.requests_finished_in_window;
+        assert!((56.0..=60.0).contains(&finished), "{finished}");
+        assert_eq!(s.fleet.requests_per_second, Some(1.0));
+    }
+
+    #[test]
+    fn scraped_far_faster_than_the_window_stays_capped() {
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for t in 0..5_000u64 {
+            w.record(Duration::from_millis(t * 10), "a", Some(snapshot(t as f64)));
+        }
+        assert_eq!(w.pods["a"].entries.len(), MAX_ENTRIES_PER_POD);
+    }
+}
