@@ -18,7 +18,7 @@ use axum::routing::{get, post};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::engine::{FinishReason, RequestId, RequestSpec};
+use super::engine::{FinishReason, RequestId, RequestRecord, RequestSpec};
 use super::openai::{self, Endpoint};
 use super::server::{FaultUpdate, Msg, Replica, unix_now};
 
@@ -144,13 +144,13 @@ async fn generate(
             match st.engine.add_request(now, spec) {
                 Ok(id) => {
                     st.waiters.insert(id, tx);
-                    Ok((id, st.restarts))
+                    Ok((id, st.restarts, id ^ st.id_salt))
                 }
                 Err(e) => Err(Some(e.to_string())),
             }
         }
     };
-    let (id, restarts) = match added {
+    let (id, restarts, public_id) = match added {
         Ok(x) => x,
         Err(None) => {
             return fail(
@@ -174,7 +174,11 @@ async fn generate(
         while let Some(msg) = rx.recv().await {
             if let Msg::Finished(rec) = msg {
                 guard.done = true;
-                let body = openai::full_response(endpoint, &r.config.model, created, &rec);
+                let shown = RequestRecord {
+                    id: public_id,
+                    ..rec
+                };
+                let body = openai::full_response(endpoint, &r.config.model, created, &shown);
                 let (resp, len) = json_response(StatusCode::OK, &body);
                 r.record_http(handler, "POST", 200, req_bytes, len, started);
                 return resp;
@@ -195,7 +199,7 @@ async fn generate(
         FinishReason::Stop
     };
     let opening = (endpoint == Endpoint::Chat)
-        .then(|| openai::chunk_event(endpoint, &model, created, id, None, None));
+        .then(|| openai::chunk_event(endpoint, &model, created, public_id, None, None));
     let target = parsed.output_tokens;
     let include_usage = parsed.include_usage;
     let stream = futures_util::stream::unfold(
@@ -215,15 +219,25 @@ async fn generate(
                 match rx.recv().await {
                     Some(Msg::Token(g)) => {
                         let finish = (g >= target).then_some(reason);
-                        let ev =
-                            openai::chunk_event(endpoint, &model, created, id, Some(g - 1), finish);
+                        let ev = openai::chunk_event(
+                            endpoint,
+                            &model,
+                            created,
+                            public_id,
+                            Some(g - 1),
+                            finish,
+                        );
                         Some((Ok(Bytes::from(ev)), (rx, guard, None, false)))
                     }
                     Some(Msg::Finished(rec)) => {
                         guard.done = true;
                         let mut tail = String::new();
                         if include_usage {
-                            tail.push_str(&openai::usage_event(endpoint, &model, created, &rec));
+                            let shown = RequestRecord {
+                                id: public_id,
+                                ..rec
+                            };
+                            tail.push_str(&openai::usage_event(endpoint, &model, created, &shown));
                         }
                         tail.push_str("data: [DONE]\n\n");
                         Some((Ok(Bytes::from(tail)), (rx, guard, None, true)))

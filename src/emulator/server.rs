@@ -105,6 +105,8 @@ pub(super) struct State {
     pub(super) fail_rate: f64,
     pub(super) rng: SplitMix64,
     pub(super) restarts: u64,
+    /// Mixed into response ids so they differ across replicas and restarts.
+    pub(super) id_salt: u64,
     pub(super) events: Vec<Event>,
 }
 
@@ -170,6 +172,7 @@ impl Replica {
                 fail_rate: 0.0,
                 rng: SplitMix64::new(config.seed),
                 restarts: 0,
+                id_salt: SplitMix64::new(config.seed ^ start_unix.to_bits()).next_u64(),
                 events: Vec::new(),
             }),
             config,
@@ -267,6 +270,7 @@ impl Replica {
         st.http = HttpStats::new(st.start_unix);
         st.waiters.clear();
         st.restarts += 1;
+        st.id_salt = SplitMix64::new(self.config.seed ^ st.start_unix.to_bits()).next_u64();
         drop(st);
         self.wake.notify_one();
     }
