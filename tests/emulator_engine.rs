@@ -411,3 +411,28 @@ fn preemption_sends_the_newest_request_back_to_the_front_of_the_queue() {
     assert_eq!(by_id(late.unwrap()).output_tokens, 1);
     assert_eq!(e.kv_cache_usage(), 0.0);
 }
+
+#[test]
+fn kv_bound_saturation_is_within_10_percent_of_the_prediction() {
+    // Long requests: the KV cache, not max_num_seqs, bounds the batch, and preemptions (whose
+    // recompute the closed form ignores) make the engine a few percent slower than predicted.
+    let cfg = EngineConfig::default();
+    let shape = RequestShape {
+        prompt_tokens: 3000,
+        output_tokens: 1000,
+    };
+    let predicted = cfg.predicted_saturation(shape);
+    assert_eq!(
+        predicted.limited_by,
+        vllm_keda_scaler::emulator::SaturationLimit::KvCache
+    );
+    let run = open_loop(&cfg, predicted.requests_per_second * 1.5, shape, 1200.0, 11);
+    let measured = completions_per_second(&run, 600.0, 1200.0);
+    let err = (measured - predicted.requests_per_second).abs() / predicted.requests_per_second;
+    assert!(
+        err < 0.10,
+        "measured {measured:.2} req/s, predicted {:.2} req/s",
+        predicted.requests_per_second
+    );
+    assert!(run.engine.stats().num_preemptions_total > 0);
+}
