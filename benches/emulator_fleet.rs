@@ -6,7 +6,8 @@
 //! emulator's CPU and resident memory read from `/proc`.
 //!
 //! Usage: `cargo bench --bench emulator_fleet -- [--replicas 100,1000] [--seconds 20]
-//! [--base-port 21000] [--rps-per-replica 0.0]`
+//! [--base-port 21000] [--rps-per-replica 0.0]`. Under `cargo test` (no `--bench` argument) it
+//! runs a 3-second smoke check of 4 replicas on ephemeral ports instead.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -31,6 +32,13 @@ fn parse_args() -> Args {
         base_port: 21000,
         rps_per_replica: 0.0,
     };
+    // `cargo test --all-targets` runs this binary without `--bench`: a short smoke run on
+    // ephemeral ports instead of the measurement.
+    if !std::env::args().any(|a| a == "--bench") {
+        args.replicas = vec![4];
+        args.seconds = 3;
+        args.base_port = 0;
+    }
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = || it.next().unwrap_or_default();
@@ -91,7 +99,7 @@ impl Drop for Stop {
 async fn run_one(n: usize, args: &Args) {
     let exe = env!("CARGO_BIN_EXE_vllm-keda-scaler");
     let started = Instant::now();
-    let child = Command::new(exe)
+    let mut child = Command::new(exe)
         .args([
             "emulate",
             "--replicas",
@@ -99,20 +107,39 @@ async fn run_one(n: usize, args: &Args) {
             "--base-port",
             &args.base_port.to_string(),
         ])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start the emulator binary");
     let pid = child.id();
+    // Kept open for the whole run: the emulator prints more lines, and again when it stops.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped stdout"));
+    let banner = {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("emulator banner");
+        line
+    };
     let _guard = Stop(child);
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .pool_max_idle_per_host(1)
         .build()
         .unwrap();
-    let urls: Vec<String> = (0..n)
-        .map(|i| format!("http://127.0.0.1:{}", usize::from(args.base_port) + i))
-        .collect();
+    let urls: Vec<String> = if args.base_port == 0 {
+        // Ephemeral ports: the banner lists them (only for up to 4 replicas).
+        let urls: Vec<String> = banner
+            .split_whitespace()
+            .filter(|w| w.starts_with("http://"))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(urls.len(), n, "use --base-port for more than 4 replicas");
+        urls
+    } else {
+        (0..n)
+            .map(|i| format!("http://127.0.0.1:{}", usize::from(args.base_port) + i))
+            .collect()
+    };
     // Ready when the last replica answers /health.
     loop {
         if let Ok(r) = client.get(format!("{}/health", urls[n - 1])).send().await
@@ -241,6 +268,8 @@ async fn run_one(n: usize, args: &Args) {
         rss.max(rss_max) as f64 / 1024.0 / n as f64,
         (self_cpu1 - self_cpu0) / wall * 100.0,
     );
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "scrapes failed");
+    assert!(okn > 0, "no scrape succeeded");
 }
 
 fn main() {
