@@ -178,12 +178,12 @@ impl Engine {
             });
         }
         let max_tokens = spec.max_tokens.max(spec.output_tokens);
-        if u64::from(spec.prompt_tokens) + u64::from(spec.output_tokens)
-            > u64::from(self.cfg.max_model_len)
+        // Like vLLM: the prompt plus the whole `max_tokens` allowance must fit the context.
+        if u64::from(spec.prompt_tokens) + u64::from(max_tokens) > u64::from(self.cfg.max_model_len)
         {
             return Err(RejectError::TooLong {
                 prompt: spec.prompt_tokens,
-                output: spec.output_tokens,
+                output: max_tokens,
                 max_model_len: self.cfg.max_model_len,
             });
         }

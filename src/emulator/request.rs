@@ -78,15 +78,15 @@ pub enum RejectError {
         /// Output tokens asked for.
         output: u32,
     },
-    /// Prompt plus output exceed `max_model_len`.
+    /// Prompt plus `max_tokens` exceed `max_model_len`.
     #[error(
         "this model's maximum context length is {max_model_len} tokens, but the request asks for \
-         {prompt} prompt + {output} output tokens; shorten the prompt or lower max_tokens"
+         {prompt} prompt + {output} max_tokens; shorten the prompt or lower max_tokens"
     )]
     TooLong {
         /// Prompt tokens asked for.
         prompt: u32,
-        /// Output tokens asked for.
+        /// `max_tokens` asked for.
         output: u32,
         /// The engine's limit.
         max_model_len: u32,
