@@ -436,3 +436,30 @@ fn kv_bound_saturation_is_within_10_percent_of_the_prediction() {
     );
     assert!(run.engine.stats().num_preemptions_total > 0);
 }
+
+#[test]
+fn published_waiting_counts_only_what_the_scheduler_has_seen() {
+    let mut engine = Engine::new(EngineConfig::default()).unwrap();
+    engine
+        .add_request(secs(0.0), RequestSpec::new(4096, 64))
+        .unwrap();
+    // Arrives while the first prefill step is in flight: the engine core has not handed it
+    // to the scheduler yet, so vLLM still publishes 0 waiting.
+    engine
+        .add_request(secs(0.001), RequestSpec::new(16, 4))
+        .unwrap();
+    let mut events = Vec::new();
+    engine.advance_to(secs(0.001), &mut events);
+    assert_eq!(engine.num_waiting(), 1, "instantaneous truth");
+    assert_eq!(engine.published_gauges().waiting, 0);
+    // After the first step ends the gauges are published: one running; the newcomer was
+    // admitted at the next step's start, so nothing waits.
+    let first_end = engine.next_event_time().unwrap();
+    engine.advance_to(first_end, &mut events);
+    let published = engine.published_gauges();
+    assert_eq!(published.running, 1);
+    assert_eq!(published.waiting, 0);
+    assert!(published.kv_cache_usage > 0.0);
+    drain(&mut engine, secs(60.0));
+    assert_eq!(engine.published_gauges().running, 0);
+}

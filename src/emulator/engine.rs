@@ -72,7 +72,23 @@ fn secs_to_duration(s: f64) -> Duration {
 /// The step currently executing.
 #[derive(Debug, Clone, Copy)]
 struct InFlight {
+    start: f64,
     end: f64,
+}
+
+/// The gauges vLLM publishes: its scheduler's counts as of the end of the latest step.
+///
+/// vLLM V1 builds its stats after each step, and requests that arrived during that step are
+/// still in the engine core's input queue, not in the scheduler's waiting queue: below
+/// capacity `num_requests_waiting` reads 0 even while requests keep arriving.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PublishedGauges {
+    /// `vllm:num_requests_running`.
+    pub running: usize,
+    /// `vllm:num_requests_waiting`.
+    pub waiting: usize,
+    /// `vllm:kv_cache_usage_perc`.
+    pub kv_cache_usage: f64,
 }
 
 /// One emulated vLLM engine core.
@@ -88,6 +104,7 @@ pub struct Engine {
     clock: f64,
     stats: EngineStats,
     pending: Vec<Event>,
+    published: PublishedGauges,
     /// Running requests aborted while a step was in flight (removed at its commit).
     aborted_in_flight: usize,
 }
@@ -107,6 +124,7 @@ impl Engine {
             last_step_end: f64::NAN,
             clock: 0.0,
             pending: Vec::new(),
+            published: PublishedGauges::default(),
             aborted_in_flight: 0,
         })
     }
@@ -253,7 +271,7 @@ impl Engine {
             if step.end > now {
                 break;
             }
-            self.commit(step.end);
+            self.commit(step.start, step.end);
             self.step = None;
             self.start_step(step.end);
         }
@@ -345,11 +363,14 @@ impl Engine {
             return;
         }
         let duration = self.cfg.step_seconds(tokens, context);
-        self.step = Some(InFlight { end: t + duration });
+        self.step = Some(InFlight {
+            start: t,
+            end: t + duration,
+        });
     }
 
     /// Applies the step in flight at its end time `end`.
-    fn commit(&mut self, end: f64) {
+    fn commit(&mut self, step_start: f64, end: f64) {
         let prev_end = self.last_step_end;
         let mut prompt_credit: u64 = 0;
         let mut generated: u64 = 0;
@@ -413,6 +434,26 @@ impl Engine {
             });
             self.free_blocks += freed;
         }
+        self.publish(step_start);
+    }
+
+    /// Records the gauges vLLM would publish after a step that started at `step_start`.
+    fn publish(&mut self, step_start: f64) {
+        self.published = PublishedGauges {
+            running: self.running.len(),
+            waiting: self
+                .waiting
+                .iter()
+                .filter(|s| s.arrival <= step_start)
+                .count(),
+            kv_cache_usage: self.kv_cache_usage(),
+        };
+    }
+
+    /// The gauges as vLLM publishes them (as of the end of the latest step); see
+    /// [`PublishedGauges`]. [`Engine::num_waiting`] and friends are the instantaneous truth.
+    pub fn published_gauges(&self) -> PublishedGauges {
+        self.published
     }
 
     /// Records a finished request in the statistics and queues its event.

@@ -142,12 +142,12 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     w.gauge(
         "vllm:num_requests_running",
         "Number of requests in model execution batches.",
-        engine.num_running() as f64,
+        engine.published_gauges().running as f64,
     );
     w.gauge(
         "vllm:num_requests_waiting",
         HELP_WAITING,
-        engine.num_waiting() as f64,
+        engine.published_gauges().waiting as f64,
     );
     let sleep = "vllm:engine_sleep_state";
     w.header(
@@ -166,7 +166,7 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     w.gauge(
         "vllm:kv_cache_usage_perc",
         "KV-cache usage. 1 means 100 percent usage.",
-        engine.kv_cache_usage(),
+        engine.published_gauges().kv_cache_usage,
     );
     let none: &[(&str, &str)] = &[];
     let queries = stats.prefix_cache_queries_total as f64;
@@ -461,12 +461,12 @@ fn render_v0(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     w.gauge(
         "vllm:num_requests_running",
         "Number of requests currently running on GPU.",
-        engine.num_running() as f64,
+        engine.published_gauges().running as f64,
     );
     w.gauge(
         "vllm:num_requests_waiting",
         HELP_WAITING,
-        engine.num_waiting() as f64,
+        engine.published_gauges().waiting as f64,
     );
     w.gauge(
         "vllm:num_requests_swapped",
@@ -476,7 +476,7 @@ fn render_v0(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     w.gauge(
         "vllm:gpu_cache_usage_perc",
         "GPU KV-cache usage. 1 means 100 percent usage.",
-        engine.kv_cache_usage(),
+        engine.published_gauges().kv_cache_usage,
     );
     w.gauge(
         "vllm:cpu_cache_usage_perc",

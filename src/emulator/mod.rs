@@ -21,7 +21,7 @@ pub mod text;
 pub use config::{
     ConfigError, EngineConfig, MetricsShape, RequestShape, SaturationLimit, SaturationPrediction,
 };
-pub use engine::Engine;
+pub use engine::{Engine, PublishedGauges};
 pub use fleet::{Fleet, ReplicaHandle};
 pub use http_stats::{HttpObservation, HttpStats};
 pub use metrics::{RenderInfo, render, render_string};
