@@ -6,6 +6,7 @@
 //! ([`crate::emulator`]), signals or policy (it runs the production code).
 
 pub mod hpa;
+pub mod prometheus;
 
 /// Command-line arguments.
 #[derive(Debug, clap::Args)]
