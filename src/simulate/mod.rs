@@ -7,6 +7,7 @@
 
 pub mod hpa;
 pub mod prometheus;
+pub mod report;
 
 /// Command-line arguments.
 #[derive(Debug, clap::Args)]
