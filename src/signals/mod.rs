@@ -5,13 +5,36 @@
 //! the per-pod history a window needs, and aggregating over healthy pods. Does not own:
 //! fetching or parsing. Pure: every function takes `now` (time since the caller's origin).
 //!
-//! INTERFACE STUB: the types and signatures below are the contract other modules build on.
+//! Layout: [`snapshot`] (one body -> [`PodSnapshot`]), [`histogram`] (bucket deltas and PromQL's
+//! `histogram_quantile`), [`window`] (per-pod history, restarts, health, fleet aggregation in
+//! [`FleetWindow`]) and [`gpu`] (DCGM exporter readings, tier 3).
+//!
+//! Semantics in one place:
+//! - A window compares the latest sample of a pod with the one at or just before
+//!   `now - window` (the oldest kept sample while history is shorter than the window).
+//! - Quantiles are PromQL's `histogram_quantile(q, sum(rate(x_bucket[w])) by (le))` computed on
+//!   per-`le` bucket deltas summed across pods (quantiles are ratio-invariant, so rates and
+//!   deltas give the same answer); no observation in the window gives `None` (undefined, calm).
+//! - Rates are difference quotients of the two samples (no extrapolation, unlike `rate`).
+//! - A restart between any two samples of the window (a counter, `_count` or bucket going down,
+//!   `process_start_time_seconds` or a `_created` value changing, or an `le` set changing) drops
+//!   that pod's deltas for that window: never a negative rate. Its gauges still count.
+//! - A failed scrape makes the pod unknown: it counts in `pods_total`, not in `pods_healthy`,
+//!   and in no aggregate (never zero load).
 
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::exposition::Exposition;
+pub mod gpu;
+pub mod histogram;
+pub mod snapshot;
+pub mod window;
+
+pub use gpu::{GpuDevice, GpuSnapshot};
+pub use histogram::{Bucket, Histogram, histogram_quantile};
+pub use snapshot::{Generation, PodSnapshot, SnapshotInfo};
+pub use window::FleetWindow;
 
 /// P50/P95/P99 of a latency histogram over the window; `None` when no observation fell in it
 /// (undefined, which downstream treats as calm).
@@ -62,6 +85,8 @@ pub struct SignalSet {
     pub ttft_seconds: Quantiles,
     /// Inter-token latency (TPOT) quantiles over the latency window.
     pub itl_seconds: Quantiles,
+    /// Queue-time quantiles over the latency window.
+    pub queue_time_seconds: Quantiles,
     /// Finished requests per second over the latency window.
     pub requests_per_second: Option<f64>,
     /// Finished requests within the latency window (for activity).
@@ -81,7 +106,7 @@ pub struct SignalSet {
 }
 
 /// Signals of one pod, with its health.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PodSignals {
     /// The pod's target identity (URL).
     pub pod: String,
@@ -89,6 +114,10 @@ pub struct PodSignals {
     pub healthy: bool,
     /// The pod's own signals (meaningful when healthy).
     pub signals: SignalSet,
+    /// A restart was detected inside a window: the pod's rates and quantiles were dropped.
+    pub reset_in_window: bool,
+    /// Its GPUs, when a DCGM exporter maps GPUs to this pod by the `pod` label.
+    pub gpu: Option<GpuSignals>,
 }
 
 /// Everything the policy reads, computed at one instant.
@@ -126,50 +155,6 @@ impl Default for SignalSettings {
             latency_window: Duration::from_secs(60),
             preemption_window: Duration::from_secs(300),
             model: None,
-        }
-    }
-}
-
-/// What one scrape of one vLLM pod contributed, owned (the body is gone after extraction).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PodSnapshot {}
-
-impl PodSnapshot {
-    /// Extracts the series that signals use from a parsed body.
-    pub fn from_exposition(exposition: &Exposition<'_>, model: Option<&str>) -> Self {
-        let _ = (exposition, model);
-        Self {}
-    }
-}
-
-/// Per-pod history for a fleet, and the aggregation over it.
-#[derive(Debug, Clone, Default)]
-pub struct FleetWindow {
-    settings: SignalSettings,
-}
-
-impl FleetWindow {
-    /// A window with these settings.
-    pub fn new(settings: SignalSettings) -> Self {
-        Self { settings }
-    }
-
-    /// Records one pod's scrape at `now`: `Some` when it succeeded, `None` when it failed
-    /// (the pod becomes unknown, never zero load).
-    pub fn record(&mut self, now: Duration, pod: &str, snapshot: Option<PodSnapshot>) {
-        let _ = (now, pod, snapshot, &self.settings);
-    }
-
-    /// Forgets pods not in `pods` (gone from discovery).
-    pub fn retain_pods(&mut self, pods: &[String]) {
-        let _ = pods;
-    }
-
-    /// Signals at `now`.
-    pub fn compute(&self, now: Duration) -> FleetSignals {
-        FleetSignals {
-            at: now,
-            ..FleetSignals::default()
         }
     }
 }

@@ -1,0 +1,217 @@
+//! The scrape failure taxonomy: one variant per way a target can fail, each mapped to the
+//! `result` label of `vllm_keda_scaler_scrapes_total` and each message naming the target URL
+//! and, where there is one, the fix.
+
+use std::time::Duration;
+
+/// Every value [`ScrapeError::result_label`] and [`super::ScrapeOutcome::result_label`] can
+/// return, `ok` first, for pre-registering the `result` label of a scrape counter.
+pub const RESULT_LABELS: [&str; 7] = [
+    "ok",
+    "timeout",
+    "connect_error",
+    "http_status",
+    "too_large",
+    "decode_error",
+    "parse_error",
+];
+
+/// Why a scrape failed. A failed target is "unknown", never "zero load": callers drop it from
+/// the healthy set rather than reading anything into it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScrapeError {
+    /// The whole request (connect, headers and body) did not finish within the timeout.
+    #[error(
+        "scraping {url}: no complete response within {timeout:?}; the pod may be overloaded or \
+         hung (check it), or raise the scrape timeout if it is only slow"
+    )]
+    Timeout {
+        /// The target.
+        url: String,
+        /// The per-target timeout that ran out.
+        timeout: Duration,
+    },
+    /// The target is not a URL this scraper can fetch (bad syntax, or not `http://`).
+    #[error("scraping {url}: {message}")]
+    InvalidTarget {
+        /// The target as given.
+        url: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+    /// No connection could be made (refused, unreachable, DNS failure of the target's host).
+    #[error(
+        "scraping {url}: cannot connect ({message}); check that the pod is running and that \
+         the address and port are right"
+    )]
+    Connect {
+        /// The target.
+        url: String,
+        /// The underlying error.
+        message: String,
+    },
+    /// The connection broke or the HTTP exchange was malformed after connecting (for example
+    /// a reset in the middle of the body).
+    #[error(
+        "scraping {url}: connection failed during the exchange ({message}); the pod may have \
+         restarted or crashed"
+    )]
+    Transport {
+        /// The target.
+        url: String,
+        /// The underlying error.
+        message: String,
+    },
+    /// The target answered with a non-2xx status.
+    #[error("scraping {url}: http status {status}; {}", status_hint(*.status))]
+    HttpStatus {
+        /// The target.
+        url: String,
+        /// The HTTP status code.
+        status: u16,
+    },
+    /// The (decompressed) body is larger than the cap; reading stopped at the cap.
+    #[error(
+        "scraping {url}: body larger than the {limit_bytes} byte limit (after decompression); \
+         raise the body size limit, or reduce the target's series (labels, LoRA adapters)"
+    )]
+    TooLarge {
+        /// The target.
+        url: String,
+        /// The cap that was exceeded.
+        limit_bytes: usize,
+    },
+    /// The body could not be decoded: corrupt gzip, or not UTF-8.
+    #[error("scraping {url}: {message}")]
+    Decode {
+        /// The target.
+        url: String,
+        /// What could not be decoded, and where.
+        message: String,
+    },
+    /// The body was fetched but did not parse as the Prometheus text format. Produced by
+    /// callers (the scraper never parses); exists so every scrape result has one label.
+    #[error("scraping {url}: body is not in the prometheus text format: {message}")]
+    Parse {
+        /// The target.
+        url: String,
+        /// The parser's error (line and what was expected).
+        message: String,
+    },
+}
+
+impl ScrapeError {
+    /// The `result` label of `vllm_keda_scaler_scrapes_total` for this failure: one of
+    /// `timeout`, `connect_error`, `http_status`, `too_large`, `decode_error`, `parse_error`
+    /// (bad targets and broken connections count as `connect_error`).
+    pub fn result_label(&self) -> &'static str {
+        match self {
+            Self::Timeout { .. } => "timeout",
+            Self::InvalidTarget { .. } | Self::Connect { .. } | Self::Transport { .. } => {
+                "connect_error"
+            }
+            Self::HttpStatus { .. } => "http_status",
+            Self::TooLarge { .. } => "too_large",
+            Self::Decode { .. } => "decode_error",
+            Self::Parse { .. } => "parse_error",
+        }
+    }
+
+    /// The target this error is about.
+    pub fn url(&self) -> &str {
+        match self {
+            Self::Timeout { url, .. }
+            | Self::InvalidTarget { url, .. }
+            | Self::Connect { url, .. }
+            | Self::Transport { url, .. }
+            | Self::HttpStatus { url, .. }
+            | Self::TooLarge { url, .. }
+            | Self::Decode { url, .. }
+            | Self::Parse { url, .. } => url,
+        }
+    }
+
+    /// A parse failure of `url`'s body, for callers that parse what the scraper returned.
+    pub fn parse(url: impl Into<String>, error: impl std::fmt::Display) -> Self {
+        Self::Parse {
+            url: url.into(),
+            message: error.to_string(),
+        }
+    }
+}
+
+/// The likely fix for an HTTP status.
+fn status_hint(status: u16) -> &'static str {
+    match status {
+        404 => "check the metrics path (vLLM serves /metrics) and the port",
+        401 | 403 => {
+            "the endpoint wants credentials, which the scaler does not send; expose \
+                      /metrics without auth"
+        }
+        429 | 503 => "the target is overloaded or not ready yet",
+        500..=599 => "the target failed to render its metrics; check its logs",
+        300..=399 => "redirects are not followed; point the scaler at the final URL",
+        _ => "the target must answer 200 with the metrics text",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_label_is_listed() {
+        let url = "http://a:1/metrics".to_string();
+        let all = [
+            ScrapeError::Timeout {
+                url: url.clone(),
+                timeout: Duration::from_secs(1),
+            },
+            ScrapeError::InvalidTarget {
+                url: url.clone(),
+                message: "x".into(),
+            },
+            ScrapeError::Connect {
+                url: url.clone(),
+                message: "x".into(),
+            },
+            ScrapeError::Transport {
+                url: url.clone(),
+                message: "x".into(),
+            },
+            ScrapeError::HttpStatus {
+                url: url.clone(),
+                status: 500,
+            },
+            ScrapeError::TooLarge {
+                url: url.clone(),
+                limit_bytes: 10,
+            },
+            ScrapeError::Decode {
+                url: url.clone(),
+                message: "x".into(),
+            },
+            ScrapeError::parse(url.clone(), "line 3: expected a value"),
+        ];
+        for e in &all {
+            assert!(RESULT_LABELS[1..].contains(&e.result_label()), "{e:?}");
+            assert_eq!(e.url(), url);
+            let text = e.to_string();
+            assert!(text.contains(&url), "{text}");
+            assert!(text.starts_with("scraping "), "{text}");
+        }
+    }
+
+    #[test]
+    fn status_messages_say_the_fix() {
+        let e = ScrapeError::HttpStatus {
+            url: "http://a:1/metric".into(),
+            status: 404,
+        };
+        assert_eq!(
+            e.to_string(),
+            "scraping http://a:1/metric: http status 404; check the metrics path (vLLM serves \
+             /metrics) and the port"
+        );
+    }
+}

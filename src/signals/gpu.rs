@@ -1,0 +1,269 @@
+//! Tier 3: GPU signals from NVIDIA dcgm-exporter bodies.
+//!
+//! Owns: extracting per-GPU readings (`DCGM_FI_DEV_FB_USED`/`FB_FREE` in MiB, `GPU_UTIL` in
+//! percent, `POWER_USAGE` in W, the `ECC_SBE_VOL_TOTAL` counter), the per-exporter history the
+//! ECC rate needs, matching GPUs to vLLM pods by the `pod` label, and the aggregate. Does not
+//! own: fetching or parsing. GPU readings are reported, never a scale input on their own.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::exposition::{Exposition, Sample};
+
+use super::{GpuSignals, MaxMean};
+
+/// One GPU as one dcgm-exporter scrape reported it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuDevice {
+    /// `UUID` label.
+    pub uuid: Option<String>,
+    /// `gpu` label (index on the node).
+    pub gpu: Option<String>,
+    /// `Hostname` (or, from 2026 releases, `hostname`) label.
+    pub hostname: Option<String>,
+    /// `modelName` label.
+    pub model_name: Option<String>,
+    /// `pod` label, when the exporter maps GPUs to pods.
+    pub pod: Option<String>,
+    /// `namespace` label, when mapped.
+    pub namespace: Option<String>,
+    /// `DCGM_FI_DEV_FB_USED`, MiB.
+    pub fb_used_mib: Option<f64>,
+    /// `DCGM_FI_DEV_FB_FREE`, MiB.
+    pub fb_free_mib: Option<f64>,
+    /// `DCGM_FI_DEV_GPU_UTIL`, percent.
+    pub utilization_percent: Option<f64>,
+    /// `DCGM_FI_DEV_POWER_USAGE`, watts.
+    pub power_watts: Option<f64>,
+    /// `DCGM_FI_DEV_ECC_SBE_VOL_TOTAL`, a counter (off in the exporter's default list).
+    pub ecc_sbe_total: Option<f64>,
+}
+
+impl GpuDevice {
+    /// Frame-buffer used / (used + free), 0..1.
+    pub fn memory_used_fraction(&self) -> Option<f64> {
+        let (used, free) = (self.fb_used_mib?, self.fb_free_mib?);
+        let total = used + free;
+        (total > 0.0).then(|| used / total)
+    }
+
+    /// Identity across scrapes: the UUID, else hostname and index.
+    fn same_gpu(&self, uuid: Option<&str>, hostname: Option<&str>, gpu: Option<&str>) -> bool {
+        match (self.uuid.as_deref(), uuid) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.hostname.as_deref() == hostname && self.gpu.as_deref() == gpu,
+        }
+    }
+}
+
+/// One dcgm-exporter scrape, owned.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuSnapshot {
+    /// GPUs in body order.
+    pub gpus: Vec<GpuDevice>,
+}
+
+impl GpuSnapshot {
+    /// Extracts per-GPU readings from a parsed dcgm-exporter body.
+    pub fn from_exposition(exposition: &Exposition<'_>) -> Self {
+        let mut snapshot = GpuSnapshot::default();
+        for sample in &exposition.samples {
+            let Some(field) = sample.name.strip_prefix("DCGM_FI_DEV_") else {
+                continue;
+            };
+            if !sample.value.is_finite() {
+                continue;
+            }
+            let setter: fn(&mut GpuDevice, f64) = match field {
+                "FB_USED" => |d, v| d.fb_used_mib = Some(v),
+                "FB_FREE" => |d, v| d.fb_free_mib = Some(v),
+                "GPU_UTIL" => |d, v| d.utilization_percent = Some(v),
+                "POWER_USAGE" => |d, v| d.power_watts = Some(v),
+                "ECC_SBE_VOL_TOTAL" => |d, v| d.ecc_sbe_total = Some(v),
+                _ => continue,
+            };
+            let device = snapshot.device_for(sample);
+            setter(device, sample.value);
+        }
+        snapshot
+    }
+
+    fn device_for(&mut self, sample: &Sample<'_>) -> &mut GpuDevice {
+        let uuid = sample.label("UUID");
+        let hostname = sample
+            .label("Hostname")
+            .or_else(|| sample.label("hostname"));
+        let gpu = sample.label("gpu");
+        let found = self
+            .gpus
+            .iter()
+            .position(|d| d.same_gpu(uuid, hostname, gpu));
+        let index = match found {
+            Some(index) => index,
+            None => {
+                let owned = |v: Option<&str>| v.map(str::to_owned);
+                self.gpus.push(GpuDevice {
+                    uuid: owned(uuid),
+                    gpu: owned(gpu),
+                    hostname: owned(hostname),
+                    model_name: owned(sample.label("modelName")),
+                    pod: owned(sample.label("pod")).filter(|p| !p.is_empty()),
+                    namespace: owned(sample.label("namespace")).filter(|n| !n.is_empty()),
+                    ..GpuDevice::default()
+                });
+                self.gpus.len() - 1
+            }
+        };
+        &mut self.gpus[index]
+    }
+}
+
+/// One exporter's recent scrapes (for the ECC rate) and health.
+#[derive(Debug, Clone, Default)]
+pub(super) struct GpuHistory {
+    healthy: bool,
+    entries: VecDeque<(Duration, GpuSnapshot)>,
+}
+
+/// A GPU's latest reading with its ECC error rate over the window.
+#[derive(Debug)]
+pub(super) struct DeviceReading<'a> {
+    pub(super) device: &'a GpuDevice,
+    pub(super) ecc_per_second: Option<f64>,
+}
+
+impl GpuHistory {
+    pub(super) fn record(
+        &mut self,
+        now: Duration,
+        snapshot: Option<GpuSnapshot>,
+        window: Duration,
+    ) {
+        let Some(snapshot) = snapshot else {
+            self.healthy = false;
+            return;
+        };
+        self.healthy = true;
+        while self.entries.back().is_some_and(|(at, _)| *at >= now) {
+            self.entries.pop_back();
+        }
+        self.entries.push_back((now, snapshot));
+        if let Some(cutoff) = now.checked_sub(window) {
+            while self.entries.len() >= 2 && self.entries[1].0 <= cutoff {
+                self.entries.pop_front();
+            }
+        }
+        // Bounded even when scraped far more often than the window needs.
+        while self.entries.len() > 256 {
+            self.entries.pop_front();
+        }
+    }
+
+    pub(super) fn readings(&self, now: Duration, window: Duration) -> Vec<DeviceReading<'_>> {
+        let Some((last_at, last)) = self.entries.back().filter(|_| self.healthy) else {
+            return Vec::new();
+        };
+        let base_index = match now.checked_sub(window) {
+            Some(cutoff) => self
+                .entries
+                .partition_point(|(at, _)| *at <= cutoff)
+                .saturating_sub(1),
+            None => 0,
+        };
+        let (base_at, base) = &self.entries[base_index];
+        let seconds = last_at.saturating_sub(*base_at).as_secs_f64();
+        last.gpus
+            .iter()
+            .map(|device| {
+                let then = base
+                    .gpus
+                    .iter()
+                    .find(|d| {
+                        d.same_gpu(
+                            device.uuid.as_deref(),
+                            device.hostname.as_deref(),
+                            device.gpu.as_deref(),
+                        )
+                    })
+                    .and_then(|d| d.ecc_sbe_total);
+                let ecc_per_second = match (then, device.ecc_sbe_total) {
+                    // A counter that went down (exporter or driver restart) gives no rate.
+                    (Some(then), Some(now)) if seconds > 0.0 && now >= then => {
+                        Some((now - then) / seconds)
+                    }
+                    _ => None,
+                };
+                DeviceReading {
+                    device,
+                    ecc_per_second,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Whether a vLLM target (a URL, `host:port`, or a pod name) is the pod named `pod_label`:
+/// equal, or its host is the pod name or starts with `<pod>.` (a pod DNS name).
+pub fn pod_matches(target: &str, pod_label: &str) -> bool {
+    if target == pod_label {
+        return true;
+    }
+    let without_scheme = target.split_once("://").map_or(target, |(_, rest)| rest);
+    let host = without_scheme
+        .split(['/', ':'])
+        .next()
+        .unwrap_or(without_scheme);
+    host == pod_label
+        || host
+            .strip_prefix(pod_label)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
+fn max_mean(values: &[f64]) -> MaxMean {
+    MaxMean {
+        max: values.iter().copied().reduce(f64::max),
+        mean: (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64),
+    }
+}
+
+pub(super) fn aggregate(readings: Vec<&DeviceReading<'_>>) -> GpuSignals {
+    let memory: Vec<f64> = readings
+        .iter()
+        .filter_map(|r| r.device.memory_used_fraction())
+        .collect();
+    let utilization: Vec<f64> = readings
+        .iter()
+        .filter_map(|r| r.device.utilization_percent.map(|p| p / 100.0))
+        .collect();
+    let sum_of = |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>());
+    GpuSignals {
+        memory_used_fraction: max_mean(&memory),
+        utilization: max_mean(&utilization),
+        power_watts_total: sum_of(
+            readings
+                .iter()
+                .filter_map(|r| r.device.power_watts)
+                .collect(),
+        ),
+        ecc_errors_per_second: sum_of(readings.iter().filter_map(|r| r.ecc_per_second).collect()),
+        gpus: readings.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_names_match_urls_and_dns_names() {
+        assert!(pod_matches("vllm-0", "vllm-0"));
+        assert!(pod_matches("http://vllm-0:8000/metrics", "vllm-0"));
+        assert!(pod_matches(
+            "http://vllm-0.vllm.ns.svc:8000/metrics",
+            "vllm-0"
+        ));
+        assert!(pod_matches("vllm-0.vllm:8000", "vllm-0"));
+        assert!(!pod_matches("http://vllm-01:8000/metrics", "vllm-0"));
+        assert!(!pod_matches("http://10.0.0.5:8000/metrics", "vllm-0"));
+    }
+}

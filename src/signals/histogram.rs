@@ -1,0 +1,426 @@
+//! Classic (bucketed) Prometheus histograms as owned cumulative buckets, their deltas, and
+//! PromQL's `histogram_quantile`.
+//!
+//! Owns: the bucket arithmetic (summing children, deltas between scrapes, merging pods with
+//! possibly different layouts) and the quantile estimate. Does not own: which series feed a
+//! histogram (see `snapshot`) or which scrapes are compared (see `window`).
+
+use serde::Serialize;
+
+use super::Quantiles;
+
+/// One cumulative bucket: observations `<= le`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Bucket {
+    /// Upper bound, parsed from the `le` label (`+Inf` for the last bucket).
+    pub le: f64,
+    /// Cumulative count of observations `<= le` (a float: deltas and sums stay exact up to 2^53).
+    pub count: f64,
+}
+
+/// One histogram of one pod (summed over `engine`), owned.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Histogram {
+    /// Cumulative buckets, sorted by `le` ascending once [`Histogram::finish`] ran.
+    pub buckets: Vec<Bucket>,
+    /// Sum of observations (`_sum`).
+    pub sum: f64,
+    /// Number of observations (`_count`).
+    pub count: f64,
+}
+
+impl Histogram {
+    /// Adds `count` to the bucket `le`, creating it if needed (children of the same family,
+    /// e.g. one per `engine`, are summed per `le`).
+    pub fn add_bucket(&mut self, le: f64, count: f64) {
+        // Bucket lists are short (< 40) and children arrive in the same order: a linear scan
+        // that starts where the previous child's match was is cheap; a plain scan is fine.
+        if let Some(bucket) = self.buckets.iter_mut().find(|b| b.le == le) {
+            bucket.count += count;
+        } else {
+            self.buckets.push(Bucket { le, count });
+        }
+    }
+
+    /// Sorts the buckets by `le`; call once after the last [`Histogram::add_bucket`].
+    pub fn finish(&mut self) {
+        self.buckets.sort_by(|a, b| a.le.total_cmp(&b.le));
+    }
+
+    /// Whether both histograms have the same set of `le` bounds.
+    pub fn same_layout(&self, other: &Histogram) -> bool {
+        self.buckets.len() == other.buckets.len()
+            && self
+                .buckets
+                .iter()
+                .zip(&other.buckets)
+                .all(|(a, b)| a.le == b.le)
+    }
+
+    /// Whether any bucket or the count went down from `earlier` to `self` (a counter reset).
+    pub fn decreased_from(&self, earlier: &Histogram) -> bool {
+        self.count < earlier.count
+            || self
+                .buckets
+                .iter()
+                .zip(&earlier.buckets)
+                .any(|(now, then)| now.count < then.count)
+    }
+
+    /// The observations between `earlier` and `self`: per-`le` bucket deltas, sum and count.
+    /// `None` when the layouts differ or any bucket went down (a restart): never negative.
+    pub fn delta_since(&self, earlier: &Histogram) -> Option<Histogram> {
+        if !self.same_layout(earlier) || self.decreased_from(earlier) {
+            return None;
+        }
+        Some(Histogram {
+            buckets: self
+                .buckets
+                .iter()
+                .zip(&earlier.buckets)
+                .map(|(now, then)| Bucket {
+                    le: now.le,
+                    count: now.count - then.count,
+                })
+                .collect(),
+            sum: self.sum - earlier.sum,
+            count: self.count - earlier.count,
+        })
+    }
+
+    /// The largest finite `le`, if any (quantiles above it read as this bound).
+    pub fn top_finite_bound(&self) -> Option<f64> {
+        self.buckets
+            .iter()
+            .rev()
+            .map(|b| b.le)
+            .find(|le| le.is_finite())
+    }
+
+    /// P50/P95/P99 of these buckets with [`histogram_quantile`] semantics.
+    pub fn quantiles(&self) -> Quantiles {
+        quantiles_of(&self.buckets)
+    }
+}
+
+/// Adds `from` into `into` per `le`, like PromQL's `sum by (le)`: bounds present in only one
+/// side are kept (the result may be non-monotonic when layouts differ; the quantile fixes it
+/// like PromQL does). Both inputs sorted by `le`; the result stays sorted.
+pub fn merge_buckets(into: &mut Vec<Bucket>, from: &[Bucket]) {
+    let same = into.len() == from.len() && into.iter().zip(from).all(|(a, b)| a.le == b.le);
+    if same {
+        for (a, b) in into.iter_mut().zip(from) {
+            a.count += b.count;
+        }
+        return;
+    }
+    if into.is_empty() {
+        into.extend_from_slice(from);
+        return;
+    }
+    let mut merged = Vec::with_capacity(into.len() + from.len());
+    let (mut i, mut j) = (0, 0);
+    while i < into.len() || j < from.len() {
+        match (into.get(i), from.get(j)) {
+            (Some(a), Some(b)) if a.le == b.le => {
+                merged.push(Bucket {
+                    le: a.le,
+                    count: a.count + b.count,
+                });
+                i += 1;
+                j += 1;
+            }
+            (Some(a), Some(b)) if a.le.total_cmp(&b.le).is_lt() => {
+                merged.push(*a);
+                i += 1;
+            }
+            (Some(_), Some(b)) | (None, Some(b)) => {
+                merged.push(*b);
+                j += 1;
+            }
+            (Some(a), None) => {
+                merged.push(*a);
+                i += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    *into = merged;
+}
+
+/// Relative tolerance under which PromQL treats neighbouring bucket counts as equal.
+const SMALL_DELTA_TOLERANCE: f64 = 1e-12;
+
+/// PromQL `histogram_quantile(q, ...)` over classic buckets (any order, duplicates summed).
+///
+/// Same rules as Prometheus: the highest bucket must be `+Inf`; buckets are made monotonic
+/// (a lower cumulative count than a previous bucket is raised to it; differences below 1e-12
+/// relative are treated as float noise); the rank `q * total` falls in the first bucket whose
+/// cumulative count reaches it and is interpolated linearly inside it; the first bucket's lower
+/// bound is 0 when its upper bound is positive; a rank in the `+Inf` bucket returns the highest
+/// finite bound. Where PromQL returns NaN (no `+Inf` bucket, fewer than two buckets, no
+/// observations, `q` outside `[0, 1]` or NaN) this returns `None`: undefined, never a number.
+pub fn histogram_quantile(q: f64, buckets: &[Bucket]) -> Option<f64> {
+    let prepared = prepare(buckets)?;
+    quantile_prepared(q, &prepared)
+}
+
+/// P50/P95/P99 of `buckets` (see [`histogram_quantile`]).
+pub fn quantiles_of(buckets: &[Bucket]) -> Quantiles {
+    match prepare(buckets) {
+        Some(prepared) => Quantiles {
+            p50: quantile_prepared(0.5, &prepared),
+            p95: quantile_prepared(0.95, &prepared),
+            p99: quantile_prepared(0.99, &prepared),
+        },
+        None => Quantiles::default(),
+    }
+}
+
+/// Sorted, coalesced, monotonic buckets ending in `+Inf` with at least one observation.
+fn prepare(buckets: &[Bucket]) -> Option<Vec<Bucket>> {
+    let mut sorted: Vec<Bucket> = buckets.iter().filter(|b| !b.le.is_nan()).copied().collect();
+    if !is_sorted_by_le(&sorted) {
+        sorted.sort_by(|a, b| a.le.total_cmp(&b.le));
+    }
+    let last = sorted.last()?;
+    if last.le != f64::INFINITY {
+        return None;
+    }
+    let mut coalesced: Vec<Bucket> = Vec::with_capacity(sorted.len());
+    for bucket in sorted {
+        match coalesced.last_mut() {
+            Some(prev) if prev.le == bucket.le => prev.count += bucket.count,
+            _ => coalesced.push(bucket),
+        }
+    }
+    ensure_monotonic(&mut coalesced);
+    if coalesced.len() < 2 {
+        return None;
+    }
+    let observations = coalesced[coalesced.len() - 1].count;
+    if observations.is_nan() || observations <= 0.0 {
+        return None;
+    }
+    Some(coalesced)
+}
+
+fn is_sorted_by_le(buckets: &[Bucket]) -> bool {
+    buckets.windows(2).all(|w| w[0].le <= w[1].le)
+}
+
+/// PromQL's monotonicity fix: decreases are removed, float noise is ignored.
+fn ensure_monotonic(buckets: &mut [Bucket]) {
+    let Some(first) = buckets.first() else {
+        return;
+    };
+    let mut prev = first.count;
+    for bucket in buckets.iter_mut().skip(1) {
+        let curr = bucket.count;
+        if curr == prev {
+            continue;
+        }
+        if almost_equal(prev, curr, SMALL_DELTA_TOLERANCE) || curr < prev {
+            bucket.count = prev;
+            continue;
+        }
+        prev = curr;
+    }
+}
+
+/// Relative float comparison as Prometheus's `almost.Equal` does it.
+fn almost_equal(a: f64, b: f64, epsilon: f64) -> bool {
+    if a == b {
+        return true;
+    }
+    let abs_sum = a.abs() + b.abs();
+    let diff = (a - b).abs();
+    if a == 0.0 || b == 0.0 || abs_sum < f64::MIN_POSITIVE {
+        return diff < epsilon * f64::MIN_POSITIVE;
+    }
+    diff / abs_sum.min(f64::MAX) < epsilon
+}
+
+fn quantile_prepared(q: f64, buckets: &[Bucket]) -> Option<f64> {
+    if !(0.0..=1.0).contains(&q) {
+        return None;
+    }
+    let n = buckets.len();
+    let observations = buckets[n - 1].count;
+    let rank = q * observations;
+    // First bucket (among all but +Inf) whose cumulative count reaches the rank.
+    let b = buckets[..n - 1].partition_point(|bucket| bucket.count < rank);
+    if b == n - 1 {
+        return Some(buckets[n - 2].le);
+    }
+    if b == 0 && buckets[0].le <= 0.0 {
+        return Some(buckets[0].le);
+    }
+    let bucket_end = buckets[b].le;
+    let (bucket_start, count, rank) = if b > 0 {
+        (
+            buckets[b - 1].le,
+            buckets[b].count - buckets[b - 1].count,
+            rank - buckets[b - 1].count,
+        )
+    } else {
+        (0.0, buckets[0].count, rank)
+    };
+    Some(bucket_start + (bucket_end - bucket_start) * (rank / count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buckets(pairs: &[(f64, f64)]) -> Vec<Bucket> {
+        pairs
+            .iter()
+            .map(|&(le, count)| Bucket { le, count })
+            .collect()
+    }
+
+    const INF: f64 = f64::INFINITY;
+
+    #[test]
+    fn interpolates_linearly_inside_the_bucket() {
+        let b = buckets(&[(1.0, 10.0), (2.0, 30.0), (4.0, 40.0), (INF, 40.0)]);
+        // rank 20 -> bucket (1, 2], 10 of 20 into it -> 1.5
+        assert_eq!(histogram_quantile(0.5, &b), Some(1.5));
+        // rank 38 -> bucket (2, 4], 8 of 10 -> 3.6
+        assert!((histogram_quantile(0.95, &b).unwrap() - 3.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn first_bucket_starts_at_zero_when_positive() {
+        let b = buckets(&[(2.0, 10.0), (INF, 10.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), Some(1.0));
+    }
+
+    #[test]
+    fn first_bucket_non_positive_returns_its_bound() {
+        let b = buckets(&[(-1.0, 10.0), (1.0, 20.0), (INF, 20.0)]);
+        assert_eq!(histogram_quantile(0.25, &b), Some(-1.0));
+        let b = buckets(&[(0.0, 10.0), (1.0, 20.0), (INF, 20.0)]);
+        assert_eq!(histogram_quantile(0.25, &b), Some(0.0));
+    }
+
+    #[test]
+    fn rank_in_inf_bucket_returns_highest_finite_bound() {
+        // V0's TTFT tops at 10 s: everything slower reads as "at least 10".
+        let b = buckets(&[(5.0, 1.0), (10.0, 2.0), (INF, 100.0)]);
+        assert_eq!(histogram_quantile(0.99, &b), Some(10.0));
+    }
+
+    #[test]
+    fn no_observations_is_undefined_not_zero() {
+        let b = buckets(&[(1.0, 0.0), (2.0, 0.0), (INF, 0.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), None);
+        assert_eq!(quantiles_of(&b), Quantiles::default());
+    }
+
+    #[test]
+    fn missing_inf_or_single_bucket_or_bad_q_is_undefined() {
+        assert_eq!(histogram_quantile(0.5, &buckets(&[(1.0, 3.0)])), None);
+        assert_eq!(histogram_quantile(0.5, &buckets(&[(INF, 3.0)])), None);
+        assert_eq!(histogram_quantile(0.5, &[]), None);
+        let b = buckets(&[(1.0, 3.0), (INF, 3.0)]);
+        assert_eq!(histogram_quantile(f64::NAN, &b), None);
+        assert_eq!(histogram_quantile(1.5, &b), None);
+        assert_eq!(histogram_quantile(-0.1, &b), None);
+    }
+
+    #[test]
+    fn unsorted_duplicate_and_non_monotonic_input_like_promql() {
+        // Unsorted with a duplicate `le` (two pods): coalesced by summing.
+        let b = buckets(&[(INF, 10.0), (1.0, 2.0), (2.0, 10.0), (1.0, 3.0)]);
+        // rank 5 -> bucket (0,1] holds 5 -> 1.0
+        assert_eq!(histogram_quantile(0.5, &b), Some(1.0));
+        // Non-monotonic: the dip at le=2 is raised to 8.
+        let b = buckets(&[(1.0, 8.0), (2.0, 4.0), (3.0, 10.0), (INF, 10.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), Some(0.625));
+        assert_eq!(histogram_quantile(0.9, &b), Some(2.5));
+    }
+
+    #[test]
+    fn rank_exactly_on_a_bucket_boundary_takes_the_lower_bucket() {
+        let b = buckets(&[(1.0, 5.0), (2.0, 5.0), (3.0, 10.0), (INF, 10.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), Some(1.0));
+    }
+
+    #[test]
+    fn delta_and_layout_change() {
+        let mut a = Histogram::default();
+        for (le, c) in [(1.0, 1.0), (INF, 2.0)] {
+            a.add_bucket(le, c);
+        }
+        a.count = 2.0;
+        let mut b = a.clone();
+        b.add_bucket(1.0, 4.0);
+        b.add_bucket(INF, 5.0);
+        b.count = 7.0;
+        let d = b.delta_since(&a).unwrap();
+        assert_eq!(d.buckets, buckets(&[(1.0, 4.0), (INF, 5.0)]));
+        assert_eq!(d.count, 5.0);
+        // Reversed: a decrease is a reset, never a negative delta.
+        assert_eq!(a.delta_since(&b), None);
+        // Different `le` set.
+        let mut c = Histogram::default();
+        c.add_bucket(2.0, 9.0);
+        c.add_bucket(INF, 9.0);
+        assert_eq!(c.delta_since(&a), None);
+    }
+
+    #[test]
+    fn merge_unions_bounds_sorted() {
+        let mut into = buckets(&[(1.0, 1.0), (4.0, 2.0), (INF, 3.0)]);
+        merge_buckets(&mut into, &buckets(&[(2.0, 5.0), (4.0, 1.0), (INF, 6.0)]));
+        assert_eq!(
+            into,
+            buckets(&[(1.0, 1.0), (2.0, 5.0), (4.0, 3.0), (INF, 9.0)])
+        );
+        merge_buckets(
+            &mut into,
+            &buckets(&[(1.0, 1.0), (2.0, 1.0), (4.0, 1.0), (INF, 1.0)]),
+        );
+        assert_eq!(
+            into,
+            buckets(&[(1.0, 2.0), (2.0, 6.0), (4.0, 4.0), (INF, 10.0)])
+        );
+    }
+
+    proptest::proptest! {
+        /// Quantiles are monotone in q and stay inside [0, highest finite bound].
+        #[test]
+        fn quantiles_monotone_and_bounded(
+            increments in proptest::collection::vec(0u32..50, 2..12),
+            qs in proptest::collection::vec(0.0f64..=1.0, 2..8),
+        ) {
+            let mut cum = 0.0;
+            let mut b: Vec<Bucket> = increments
+                .iter()
+                .enumerate()
+                .map(|(i, inc)| {
+                    cum += f64::from(*inc);
+                    Bucket { le: 0.5 * (i as f64 + 1.0), count: cum }
+                })
+                .collect();
+            b.push(Bucket { le: INF, count: cum });
+            let top = b[b.len() - 2].le;
+            let mut qs = qs;
+            qs.sort_by(f64::total_cmp);
+            let values: Vec<Option<f64>> = qs.iter().map(|&q| histogram_quantile(q, &b)).collect();
+            if cum == 0.0 {
+                proptest::prop_assert!(values.iter().all(Option::is_none));
+            } else {
+                for pair in values.windows(2) {
+                    proptest::prop_assert!(pair[0].unwrap() <= pair[1].unwrap());
+                }
+                for v in values {
+                    let v = v.unwrap();
+                    proptest::prop_assert!((0.0..=top).contains(&v));
+                }
+            }
+        }
+    }
+}
