@@ -100,3 +100,32 @@ async fn fixture_bodies_arrive_intact_plain_and_gzipped() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_targets_in_one_call() {
+    within(60, async {
+        let body = fixture("vllm-v1-loaded.prom");
+        let mut servers = Vec::new();
+        for _ in 0..1000 {
+            servers.push(serve(Behavior::Body(body.clone())).await);
+        }
+        let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+        let scraper = Scraper::new(ScrapeSettings {
+            timeout: Duration::from_secs(30),
+            ..ScrapeSettings::default()
+        });
+        let start = tokio::time::Instant::now();
+        let out = scraper.scrape_all(&urls).await;
+        println!(
+            "1000 targets of {} bytes: {:?} (debug build, servers in-process)",
+            body.len(),
+            start.elapsed()
+        );
+        assert_eq!(out.len(), 1000);
+        for (o, url) in out.iter().zip(&urls) {
+            assert_eq!(&o.url, url);
+            assert_eq!(o.result.as_deref().map(str::len), Ok(body.len()), "{url}");
+        }
+    })
+    .await;
+}

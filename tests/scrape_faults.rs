@@ -264,7 +264,7 @@ async fn corrupt_gzip_is_decode_error() {
         let n = compressed.len();
         compressed[n - 8] ^= 0xff; // break the CRC
         // Served as gzip with a broken checksum.
-        let fault = RawGzip(compressed).serve().await;
+        let fault = RawEncoded("gzip", compressed).serve().await;
         let out = beside_healthy_url(fault.url(), settings(5000, MIB)).await;
         assert_eq!(out.result_label(), "decode_error", "{:?}", out.result);
         assert!(error_text(&out).contains("cannot decompress"));
@@ -277,28 +277,39 @@ async fn truncated_gzip_in_a_complete_response_is_decode_error() {
     within(10, async {
         let compressed = scrape_support::gzip(&scrape_support::metric_lines(200_000));
         let truncated = compressed[..compressed.len() / 2].to_vec();
-        let fault = RawGzip(truncated).serve().await;
+        let fault = RawEncoded("gzip", truncated).serve().await;
         let out = beside_healthy_url(fault.url(), settings(5000, MIB)).await;
         assert_eq!(out.result_label(), "decode_error", "{:?}", out.result);
     })
     .await;
 }
 
-/// A server sending already-compressed bytes with `Content-Encoding: gzip`.
-struct RawGzip(Vec<u8>);
+#[tokio::test]
+async fn unrequested_content_encoding_is_decode_error() {
+    within(10, async {
+        let fault = RawEncoded("br", b"\x1b\x03\x00\xf8".to_vec()).serve().await;
+        let out = beside_healthy_url(fault.url(), settings(5000, MIB)).await;
+        assert_eq!(out.result_label(), "decode_error", "{:?}", out.result);
+        assert!(error_text(&out).contains("unsupported content-encoding \"br\""));
+    })
+    .await;
+}
 
-impl RawGzip {
+/// A server sending already-encoded bytes with this `Content-Encoding`.
+struct RawEncoded(&'static str, Vec<u8>);
+
+impl RawEncoded {
     async fn serve(self) -> RawServer {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let body = self.0;
+        let (encoding, body) = (self.0, self.1);
         let task = tokio::spawn(async move {
             while let Ok((mut s, _)) = listener.accept().await {
                 let mut buf = [0u8; 4096];
                 let _ = s.read(&mut buf).await;
                 let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\
+                    "HTTP/1.1 200 OK\r\nContent-Encoding: {encoding}\r\nContent-Length: {}\r\n\
                      Connection: close\r\n\r\n",
                     body.len()
                 );
@@ -371,9 +382,10 @@ async fn bad_targets_are_connect_errors_and_do_not_disturb_others() {
 #[tokio::test]
 async fn target_that_disappears_from_dns_is_dropped_and_others_stay() {
     within(30, async {
-        // Three pods on one port at three loopback addresses, named by a hosts file that
-        // the discovery resolver re-reads on every call.
-        let (mut pods, port) = bind_same_port(&["127.0.0.1", "127.0.0.2", "127.0.0.3"]).await;
+        // Four pods on one port at four loopback addresses (one IPv6), named by a hosts file
+        // that the discovery resolver re-reads on every call.
+        let (mut pods, port) =
+            bind_same_port(&["127.0.0.1", "127.0.0.2", "127.0.0.3", "::1"]).await;
         let dir = tempfile::tempdir().unwrap();
         let hosts = dir.path().join("hosts");
         let write_hosts = |ips: &[&str]| {
@@ -390,14 +402,19 @@ async fn target_that_disappears_from_dns_is_dropped_and_others_stay() {
         let scraper = Scraper::new(settings(2000, MIB));
         let url = |ip: &str| format!("http://{ip}:{port}/metrics");
 
-        write_hosts(&["127.0.0.3", "127.0.0.1", "127.0.0.2"]);
+        write_hosts(&["::1", "127.0.0.3", "127.0.0.1", "127.0.0.2", "127.0.0.1"]);
         let urls = discovery.refresh().await.unwrap().to_vec();
         assert_eq!(
             urls,
-            vec![url("127.0.0.1"), url("127.0.0.2"), url("127.0.0.3")]
+            vec![
+                url("127.0.0.1"),
+                url("127.0.0.2"),
+                url("127.0.0.3"),
+                url("[::1]")
+            ]
         );
         let out = scraper.scrape_all(&urls).await;
-        for (o, pod) in out.iter().zip(["p1", "p2", "p3"]) {
+        for (o, pod) in out.iter().zip(["p1", "p2", "p3", "p4"]) {
             assert_healthy(o, &o.url, pod);
         }
 

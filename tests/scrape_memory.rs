@@ -50,6 +50,11 @@ async fn run() {
         ("endless body", Behavior::Chunked { total: u64::MAX }),
         ("1 GiB gzip bomb", Behavior::GzipBomb { mebibytes: 1024 }),
     ];
+    let bomb_wire_bytes = scrape_support::GzipBomb::new().block.len() * 1024;
+    println!(
+        "gzip bomb: 1024 MiB of zeros in {:.2} MiB of gzip",
+        bomb_wire_bytes as f64 / MIB as f64
+    );
     let (hwm_before, rss_before) = memory_bytes();
     println!(
         "baseline: VmHWM {:.1} MiB, VmRSS {:.1} MiB, cap {} MiB",

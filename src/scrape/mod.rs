@@ -70,7 +70,8 @@ impl ScrapeOutcome {
 #[derive(Debug, Clone)]
 pub struct Scraper {
     settings: ScrapeSettings,
-    client: reqwest::Client,
+    /// The pooled client, or why it could not be built (reported by every scrape).
+    client: Result<reqwest::Client, String>,
 }
 
 impl Scraper {
@@ -91,10 +92,10 @@ impl Scraper {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(2)
             .tcp_nodelay(true)
-            .build();
-        // Building only fails when the TLS backend or system config cannot load; this client
-        // uses neither, so the fallback is never taken in practice.
-        let client = client.unwrap_or_else(|_| reqwest::Client::new());
+            .build()
+            // Only a TLS backend or system proxy config can fail to load, and this client
+            // uses neither; should it happen anyway, every scrape says so instead of a panic.
+            .map_err(|e| format!("the http client could not be built: {e}"));
         Self { settings, client }
     }
 
@@ -160,8 +161,11 @@ impl Scraper {
     /// The request and the capped body read, without the overall timeout.
     async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
         let parsed = check_target(url)?;
-        let mut response = self
-            .client
+        let client = self.client.as_ref().map_err(|e| ScrapeError::Connect {
+            url: url.to_string(),
+            message: e.clone(),
+        })?;
+        let mut response = client
             .get(parsed)
             .send()
             .await
@@ -171,6 +175,20 @@ impl Scraper {
             return Err(ScrapeError::HttpStatus {
                 url: url.to_string(),
                 status: status.as_u16(),
+            });
+        }
+        // A gzip body is decoded on the fly and loses this header; anything left is an
+        // encoding the scraper did not ask for and cannot read.
+        if let Some(encoding) = response.headers().get(reqwest::header::CONTENT_ENCODING)
+            && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
+        {
+            return Err(ScrapeError::Decode {
+                url: url.to_string(),
+                message: format!(
+                    "unsupported content-encoding {:?} (only gzip is accepted); serve the \
+                     metrics plain or gzip-compressed",
+                    String::from_utf8_lossy(encoding.as_bytes())
+                ),
             });
         }
         let cap = self.settings.max_body_bytes;

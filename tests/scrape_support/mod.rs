@@ -36,6 +36,8 @@ pub enum Behavior {
     Delayed(Duration, Bytes),
     /// `200` with this body, keeping the connection open for further requests.
     KeepAlive(Bytes),
+    /// `200` with whatever body the test has put here (it may change between scrapes).
+    Shared(Arc<Mutex<Bytes>>),
 }
 
 /// A running server: its `/metrics` URL and every request head it received.
@@ -232,6 +234,16 @@ async fn handle(
             stream.write_all(&body).await?;
         }
         Behavior::KeepAlive(_) => unreachable!("handled above"),
+        Behavior::Shared(body) => {
+            let body = body.lock().unwrap().clone();
+            let h = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: {TEXT}\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(h.as_bytes()).await?;
+            stream.write_all(&body).await?;
+        }
     }
     stream.shutdown().await
 }

@@ -1,0 +1,237 @@
+//! The metadata keys: names, defaults and meanings (the README's table is generated from the
+//! same facts), and the unknown-key check with a closest-key suggestion.
+
+use std::collections::HashMap;
+
+use super::ConfigError;
+
+/// One metadata key, its default and what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyDoc {
+    /// The key as written in the trigger's `metadata`.
+    pub key: &'static str,
+    /// The default, as text ("required" or "unset" where there is none).
+    pub default: &'static str,
+    /// What it means.
+    pub meaning: &'static str,
+}
+
+/// Every key the scaler reads, in validation order.
+pub const KEYS: &[KeyDoc] = &[
+    KeyDoc {
+        key: "endpoints",
+        default: "required unless `service`",
+        meaning: "comma-separated vLLM metrics URLs (`http://10.0.0.7:8000/metrics`) or `host:port` entries (`metricsPath` appended)",
+    },
+    KeyDoc {
+        key: "service",
+        default: "required unless `endpoints`",
+        meaning: "DNS name of a headless Service (`name` or `name:port`), every address re-resolved each scrape",
+    },
+    KeyDoc {
+        key: "port",
+        default: "8000",
+        meaning: "port of vLLM's `/metrics` with `service`",
+    },
+    KeyDoc {
+        key: "metricsPath",
+        default: "/metrics",
+        meaning: "path of the metrics endpoint for `service` and `host:port` endpoints",
+    },
+    KeyDoc {
+        key: "model",
+        default: "unset (all models)",
+        meaning: "only series whose `model_name` label equals this",
+    },
+    KeyDoc {
+        key: "queueDepthPerReplica",
+        default: "25",
+        meaning: "N: waiting requests per ready replica above which to scale out; demand is ceil(queue / N) replicas",
+    },
+    KeyDoc {
+        key: "latencySloSeconds",
+        default: "5",
+        meaning: "P95 end-to-end latency SLO; above it scale out, below half of it counts as calm",
+    },
+    KeyDoc {
+        key: "ttftSloSeconds",
+        default: "unset",
+        meaning: "P95 time-to-first-token SLO, same rules as latencySloSeconds",
+    },
+    KeyDoc {
+        key: "itlSloSeconds",
+        default: "unset",
+        meaning: "P95 inter-token latency (TPOT) SLO, same rules as latencySloSeconds",
+    },
+    KeyDoc {
+        key: "kvCacheWarning",
+        default: "0.80",
+        meaning: "KV-cache usage fraction (fullest pod) at or above which the fleet is not calm",
+    },
+    KeyDoc {
+        key: "kvCacheCritical",
+        default: "0.95",
+        meaning: "KV-cache usage fraction (fullest pod) above which, held for 30 s, to scale out",
+    },
+    KeyDoc {
+        key: "preemptionRateThreshold",
+        default: "5",
+        meaning: "preemptions per second per ready replica above which to scale out",
+    },
+    KeyDoc {
+        key: "minReplicas",
+        default: "1",
+        meaning: "lowest replica target (>= 1; scale to zero is KEDA's `minReplicaCount` with IsActive)",
+    },
+    KeyDoc {
+        key: "maxReplicas",
+        default: "5",
+        meaning: "highest replica target",
+    },
+    KeyDoc {
+        key: "scaleUpPods",
+        default: "2",
+        meaning: "at most this many replicas added per scale-up period",
+    },
+    KeyDoc {
+        key: "scaleUpPeriodSeconds",
+        default: "60",
+        meaning: "the scale-up rate-limit window",
+    },
+    KeyDoc {
+        key: "scaleUpStabilizationSeconds",
+        default: "30",
+        meaning: "a breach must hold this long before scaling out",
+    },
+    KeyDoc {
+        key: "scaleDownPods",
+        default: "1",
+        meaning: "at most this many replicas removed per scale-down period",
+    },
+    KeyDoc {
+        key: "scaleDownPeriodSeconds",
+        default: "120",
+        meaning: "the scale-in rate-limit window",
+    },
+    KeyDoc {
+        key: "scaleDownStabilizationSeconds",
+        default: "300",
+        meaning: "calm must hold this long before scaling in; any breach restarts it",
+    },
+    KeyDoc {
+        key: "startupGraceSeconds",
+        default: "600",
+        meaning: "replicas asked for but not ready count as capacity on the way this long (guardrails do not stack)",
+    },
+    KeyDoc {
+        key: "scrapeIntervalSeconds",
+        default: "2",
+        meaning: "how often the scaler scrapes and decides (>= 0.1)",
+    },
+    KeyDoc {
+        key: "hpaTolerance",
+        default: "0.1",
+        meaning: "the HPA's tolerance; set it to the HPA's `behavior.scaleUp/scaleDown.tolerance` when you change that",
+    },
+    KeyDoc {
+        key: "mode",
+        default: "active",
+        meaning: "`active` returns the decided target; `advisory` returns the observed ready replicas and reports the decision",
+    },
+    KeyDoc {
+        key: "dcgmEndpoints",
+        default: "unset",
+        meaning: "comma-separated DCGM exporter URLs or `host:port` entries (GPU memory joins the calm check)",
+    },
+    KeyDoc {
+        key: "dcgmService",
+        default: "unset",
+        meaning: "DNS name of the DCGM exporter's headless Service (`name` or `name:port`, port 9400)",
+    },
+];
+
+/// KEDA's own keys: accepted and ignored.
+pub const IGNORED_KEYS: &[&str] = &["scalerAddress", "enableTLS", "unsafeSsl"];
+
+/// The first unknown key (alphabetically), with the closest known key when one is near.
+pub(super) fn check_unknown(metadata: &HashMap<String, String>) -> Result<(), ConfigError> {
+    let mut unknown: Vec<&str> = metadata
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !KEYS.iter().any(|d| d.key == *k) && !IGNORED_KEYS.contains(k))
+        .collect();
+    unknown.sort_unstable();
+    let Some(key) = unknown.first() else {
+        return Ok(());
+    };
+    let message = match closest(key) {
+        Some(known) => format!("unknown key; did you mean \"{known}\"?"),
+        None => {
+            let all: Vec<&str> = KEYS.iter().map(|d| d.key).collect();
+            format!("unknown key; known keys are {}", all.join(", "))
+        }
+    };
+    Err(ConfigError::new(key, message))
+}
+
+/// The known key nearest to `key` (case-insensitive edit distance), if near enough: at most
+/// a third of the key's length, and at least 2 edits allowed; or the known key that `key`
+/// begins (`latencySlo` -> `latencySloSeconds`).
+fn closest(key: &str) -> Option<&'static str> {
+    let lower = key.to_lowercase();
+    let known = KEYS
+        .iter()
+        .map(|d| d.key)
+        .chain(IGNORED_KEYS.iter().copied());
+    if lower.len() >= 4 {
+        if let Some(k) = known.clone().find(|k| k.to_lowercase().starts_with(&lower)) {
+            return Some(k);
+        }
+    }
+    let limit = (key.chars().count() / 3).max(2);
+    known
+        .map(|k| (edit_distance(&lower, &k.to_lowercase()), k))
+        .filter(|&(d, _)| d <= limit)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(
+            closest("queueDepthPerReplcia"),
+            Some("queueDepthPerReplica")
+        );
+        assert_eq!(closest("MinReplicas"), Some("minReplicas"));
+        assert_eq!(closest("minReplicaCount"), Some("minReplicas"));
+        assert_eq!(closest("scaleraddress"), Some("scalerAddress"));
+        assert_eq!(closest("completelyDifferent"), None);
+    }
+}
