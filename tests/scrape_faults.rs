@@ -4,13 +4,14 @@
 mod scrape_support;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use scrape_support::{Behavior, healthy_body, refused_url, serve};
 use tokio::time::Instant;
 use vllm_keda_scaler::config::TargetSource;
-use vllm_keda_scaler::discovery::{HostsFileResolver, resolve_with};
+use vllm_keda_scaler::discovery::{Discovery, HostsFileResolver};
 use vllm_keda_scaler::scrape::{ScrapeOutcome, ScrapeSettings, Scraper};
 
 const MIB: usize = 1 << 20;
@@ -151,6 +152,15 @@ async fn reset_in_the_middle_of_the_body_is_connect_error() {
 }
 
 #[tokio::test]
+async fn reset_in_the_middle_of_a_gzip_body_is_connect_error() {
+    within(10, async {
+        let out = beside_healthy(Behavior::ResetMidGzip, settings(5000, 64 * MIB)).await;
+        assert_eq!(out.result_label(), "connect_error", "{:?}", out.result);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn garbage_text_is_returned_for_the_parser_to_judge() {
     within(10, async {
         let garbage = Bytes::from_static(b"<html>{{{ not metrics }}} \xc3\xa9\n\tvllm: = = =\n");
@@ -254,7 +264,7 @@ async fn corrupt_gzip_is_decode_error() {
         let n = compressed.len();
         compressed[n - 8] ^= 0xff; // break the CRC
         // Served as gzip with a broken checksum.
-        let fault = RawGzip(compressed).serve().await;
+        let fault = RawEncoded("gzip", compressed).serve().await;
         let out = beside_healthy_url(fault.url(), settings(5000, MIB)).await;
         assert_eq!(out.result_label(), "decode_error", "{:?}", out.result);
         assert!(error_text(&out).contains("cannot decompress"));
@@ -262,21 +272,44 @@ async fn corrupt_gzip_is_decode_error() {
     .await;
 }
 
-/// A server sending already-compressed bytes with `Content-Encoding: gzip`.
-struct RawGzip(Vec<u8>);
+#[tokio::test]
+async fn truncated_gzip_in_a_complete_response_is_decode_error() {
+    within(10, async {
+        let compressed = scrape_support::gzip(&scrape_support::metric_lines(200_000));
+        let truncated = compressed[..compressed.len() / 2].to_vec();
+        let fault = RawEncoded("gzip", truncated).serve().await;
+        let out = beside_healthy_url(fault.url(), settings(5000, MIB)).await;
+        assert_eq!(out.result_label(), "decode_error", "{:?}", out.result);
+    })
+    .await;
+}
 
-impl RawGzip {
+#[tokio::test]
+async fn unrequested_content_encoding_is_decode_error() {
+    within(10, async {
+        let fault = RawEncoded("br", b"\x1b\x03\x00\xf8".to_vec()).serve().await;
+        let out = beside_healthy_url(fault.url(), settings(5000, MIB)).await;
+        assert_eq!(out.result_label(), "decode_error", "{:?}", out.result);
+        assert!(error_text(&out).contains("unsupported content-encoding \"br\""));
+    })
+    .await;
+}
+
+/// A server sending already-encoded bytes with this `Content-Encoding`.
+struct RawEncoded(&'static str, Vec<u8>);
+
+impl RawEncoded {
     async fn serve(self) -> RawServer {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let body = self.0;
+        let (encoding, body) = (self.0, self.1);
         let task = tokio::spawn(async move {
             while let Ok((mut s, _)) = listener.accept().await {
                 let mut buf = [0u8; 4096];
                 let _ = s.read(&mut buf).await;
                 let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\
+                    "HTTP/1.1 200 OK\r\nContent-Encoding: {encoding}\r\nContent-Length: {}\r\n\
                      Connection: close\r\n\r\n",
                     body.len()
                 );
@@ -349,49 +382,67 @@ async fn bad_targets_are_connect_errors_and_do_not_disturb_others() {
 #[tokio::test]
 async fn target_that_disappears_from_dns_is_dropped_and_others_stay() {
     within(30, async {
-        // Three pods on one port at three loopback addresses, named by a hosts file that
-        // the discovery resolver re-reads on every call.
-        let (mut pods, port) = bind_same_port(&["127.0.0.1", "127.0.0.2", "127.0.0.3"]).await;
+        // Four pods on one port at four loopback addresses (one IPv6), named by a hosts file
+        // that the discovery resolver re-reads on every call.
+        let (mut pods, port) =
+            bind_same_port(&["127.0.0.1", "127.0.0.2", "127.0.0.3", "::1"]).await;
         let dir = tempfile::tempdir().unwrap();
         let hosts = dir.path().join("hosts");
         let write_hosts = |ips: &[&str]| {
             let text: String = ips.iter().map(|ip| format!("{ip} vllm-pods\n")).collect();
             std::fs::write(&hosts, format!("127.0.0.1 localhost\n{text}")).unwrap();
         };
-        let resolver = HostsFileResolver::new(&hosts);
         let source = TargetSource::Dns {
             host: "vllm-pods".into(),
             port,
             path: "/metrics".into(),
         };
+        let mut discovery =
+            Discovery::with_resolver(source, Arc::new(HostsFileResolver::new(&hosts)));
         let scraper = Scraper::new(settings(2000, MIB));
         let url = |ip: &str| format!("http://{ip}:{port}/metrics");
 
-        write_hosts(&["127.0.0.3", "127.0.0.1", "127.0.0.2"]);
-        let urls = resolve_with(&source, &resolver).await.unwrap();
+        write_hosts(&["::1", "127.0.0.3", "127.0.0.1", "127.0.0.2", "127.0.0.1"]);
+        let urls = discovery.refresh().await.unwrap().to_vec();
         assert_eq!(
             urls,
-            vec![url("127.0.0.1"), url("127.0.0.2"), url("127.0.0.3")]
+            vec![
+                url("127.0.0.1"),
+                url("127.0.0.2"),
+                url("127.0.0.3"),
+                url("[::1]")
+            ]
         );
         let out = scraper.scrape_all(&urls).await;
-        for (o, pod) in out.iter().zip(["p1", "p2", "p3"]) {
+        for (o, pod) in out.iter().zip(["p1", "p2", "p3", "p4"]) {
             assert_healthy(o, &o.url, pod);
         }
 
         // Pod 2 goes away: gone from the name, and its server stops.
         write_hosts(&["127.0.0.3", "127.0.0.1"]);
         drop(pods.remove(1));
-        let urls = resolve_with(&source, &resolver).await.unwrap();
+        let urls = discovery.refresh().await.unwrap().to_vec();
         assert_eq!(urls, vec![url("127.0.0.1"), url("127.0.0.3")]);
         let out = scraper.scrape_all(&urls).await;
         assert_healthy(&out[0], &url("127.0.0.1"), "p1");
         assert_healthy(&out[1], &url("127.0.0.3"), "p3");
 
-        // The name vanishes: an error (the caller keeps its previous list).
+        // The name vanishes: an error, and the previous list stays in use.
         write_hosts(&[]);
-        let e = resolve_with(&source, &resolver).await.unwrap_err();
+        let e = discovery.refresh().await.unwrap_err();
         assert_eq!(e.host, "vllm-pods");
         assert!(e.to_string().contains("dns lookup failed"), "{e}");
+        assert_eq!(discovery.targets(), &urls[..]);
+        let out = scraper.scrape_all(discovery.targets()).await;
+        assert_healthy(&out[0], &url("127.0.0.1"), "p1");
+        assert_healthy(&out[1], &url("127.0.0.3"), "p3");
+
+        // It comes back with pod 2 alone (its server is gone: "unknown", never zero).
+        write_hosts(&["127.0.0.2"]);
+        let urls = discovery.refresh().await.unwrap().to_vec();
+        assert_eq!(urls, vec![url("127.0.0.2")]);
+        let out = scraper.scrape_all(&urls).await;
+        assert_eq!(out[0].result_label(), "connect_error");
     })
     .await;
 }

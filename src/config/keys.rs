@@ -175,13 +175,21 @@ pub(super) fn check_unknown(metadata: &HashMap<String, String>) -> Result<(), Co
 }
 
 /// The known key nearest to `key` (case-insensitive edit distance), if near enough: at most
-/// a third of the key's length, and at least 2 edits allowed.
+/// a third of the key's length, and at least 2 edits allowed; or the known key that `key`
+/// begins (`latencySlo` -> `latencySloSeconds`).
 fn closest(key: &str) -> Option<&'static str> {
     let lower = key.to_lowercase();
-    let limit = (key.chars().count() / 3).max(2);
-    KEYS.iter()
+    let known = KEYS
+        .iter()
         .map(|d| d.key)
-        .chain(IGNORED_KEYS.iter().copied())
+        .chain(IGNORED_KEYS.iter().copied());
+    if lower.len() >= 4 {
+        if let Some(k) = known.clone().find(|k| k.to_lowercase().starts_with(&lower)) {
+            return Some(k);
+        }
+    }
+    let limit = (key.chars().count() / 3).max(2);
+    known
         .map(|k| (edit_distance(&lower, &k.to_lowercase()), k))
         .filter(|&(d, _)| d <= limit)
         .min_by_key(|&(d, _)| d)

@@ -193,6 +193,7 @@ impl ScalerConfig {
             });
         }
 
+        let gpu_memory_required = dcgm_targets.is_some();
         Ok(Self {
             targets,
             dcgm_targets,
@@ -217,6 +218,7 @@ impl ScalerConfig {
                 startup_grace,
                 hpa_tolerance,
                 mode,
+                gpu_memory_required,
                 ..d
             },
         })

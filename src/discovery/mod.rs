@@ -12,6 +12,7 @@ pub use resolver::{HostsFileResolver, Resolver, SystemResolver};
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::TargetSource;
@@ -31,6 +32,57 @@ pub struct DiscoveryError {
     pub host: String,
     /// Why, and the fix.
     pub message: String,
+}
+
+/// A target source plus the last list that resolved: what a control loop keeps between
+/// cycles. A failed refresh leaves the previous list in place.
+#[derive(Clone)]
+pub struct Discovery {
+    source: TargetSource,
+    resolver: Arc<dyn Resolver>,
+    targets: Vec<String>,
+}
+
+impl std::fmt::Debug for Discovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Discovery")
+            .field("source", &self.source)
+            .field("targets", &self.targets)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Discovery {
+    /// Discovery of `source` with the system resolver; no targets until the first refresh.
+    pub fn new(source: TargetSource) -> Self {
+        Self::with_resolver(source, Arc::new(SystemResolver))
+    }
+
+    /// Discovery of `source` with a chosen resolver.
+    pub fn with_resolver(source: TargetSource, resolver: Arc<dyn Resolver>) -> Self {
+        Self {
+            source,
+            resolver,
+            targets: Vec::new(),
+        }
+    }
+
+    /// Resolves again. On success the new list replaces the old one; on failure the previous
+    /// list stays (see [`Discovery::targets`]) and the error says why.
+    pub async fn refresh(&mut self) -> Result<&[String], DiscoveryError> {
+        self.targets = resolve_with(&self.source, self.resolver.as_ref()).await?;
+        Ok(&self.targets)
+    }
+
+    /// The last list that resolved (empty before the first success).
+    pub fn targets(&self) -> &[String] {
+        &self.targets
+    }
+
+    /// What is being discovered.
+    pub fn source(&self) -> &TargetSource {
+        &self.source
+    }
 }
 
 /// The URLs to scrape now, using the system resolver for DNS sources. Static lists keep their
@@ -267,7 +319,11 @@ mod tests {
         };
         let e = resolve(&source).await.unwrap_err();
         assert_eq!(e.host, "no-such-service.invalid");
-        assert!(e.message.contains("dns lookup failed"), "{e}");
+        // Where no nameserver answers, the lookup times out instead; both are failures.
+        assert!(
+            e.message.contains("dns lookup failed") || e.message.contains("timed out"),
+            "{e}"
+        );
     }
 
     #[tokio::test]

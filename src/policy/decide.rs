@@ -337,6 +337,9 @@ fn calm_check(c: &PolicyConfig, o: &Observed) -> (Vec<String>, Vec<String>) {
             ));
         }
     }
+    if o.gpu_memory_max.is_none() && c.gpu_memory_required {
+        not_calm.push("GPU memory unknown (DCGM configured but not answering)".to_owned());
+    }
     if let Some(mem) = o.gpu_memory_max {
         if mem >= c.gpu_memory_calm_below {
             not_calm.push(format!(
@@ -366,10 +369,16 @@ fn scale_out(
 ) -> (u32, Reason, String) {
     let shortfall_for = st.shortfall_since.map(|s| now.saturating_sub(s));
     let starting = level > o.ready && shortfall_for.is_some_and(|d| d < c.startup_grace);
+    // A guardrail asks for one step above what runs (or is asked for, if more); while asked-for
+    // replicas start it asks for nothing more.
+    // What runs or is asked for, whichever is more: steps and the rate limit count from here
+    // (raising the level to replicas that already run adds no pod), and it is the HPA's
+    // current replica count for the tolerance check.
+    let base = level.max(o.ready);
     let step = if starting {
         level
     } else {
-        level.saturating_add(c.scale_up_pods)
+        base.saturating_add(c.scale_up_pods)
     };
     // The trigger asking for the most replicas leads; the first in rule order on a tie.
     let mut primary = &triggers[0];
@@ -394,15 +403,15 @@ fn scale_out(
         );
         return (level, Reason::HoldStabilizing, text);
     }
-    if level >= c.max_replicas {
+    if base >= c.max_replicas {
         return (
-            level,
+            c.max_replicas,
             Reason::AtMax,
             format!("{why}; at max {}", c.max_replicas),
         );
     }
-    if raw <= level {
-        let missing = level - o.ready;
+    if raw <= base {
+        let missing = level.saturating_sub(o.ready);
         if starting {
             let text = format!(
                 "{why}; {missing} of {level} asked replicas not ready yet ({} of {} grace), counted as capacity on the way; holding at {level}",
@@ -432,8 +441,8 @@ fn scale_out(
         );
         return (level, Reason::HoldRateLimited, text);
     }
-    let mut next = want.min(level.saturating_add(budget));
-    let hpa_current = o.ready.max(level);
+    let mut next = want.min(base.saturating_add(budget));
+    let hpa_current = base;
     let mut widened = String::new();
     if !hpa_would_act(hpa_current, next, c.hpa_tolerance) {
         let band = format!(
@@ -449,10 +458,10 @@ fn scale_out(
                 );
                 return (level, Reason::HoldTolerance, text);
             }
-            Some(wider) if wider - level > budget && taken > 0 => {
+            Some(wider) if wider - base > budget && taken > 0 => {
                 let text = format!(
                     "{why}; {level} -> {next} is inside the HPA tolerance ({band}) and the +{} it needs waits for a fresh {} period ({limit}); holding at {level}",
-                    wider - level,
+                    wider - base,
                     dur(c.scale_up_period)
                 );
                 return (level, Reason::HoldRateLimited, text);
@@ -463,7 +472,7 @@ fn scale_out(
             }
         }
     }
-    st.up_steps.push_back((now, next - level));
+    st.up_steps.push_back((now, next - base));
     let text = format!("{why}; target {level} -> {next} ({limit}){widened}");
     (next, primary.reason, text)
 }

@@ -23,7 +23,7 @@
 //!   younger than `startupGraceSeconds`, guardrails do not stack another step (the queue
 //!   demand, an absolute number, still applies).
 //! - **Scale in** only when calm: queue 0, every P95 below half its SLO (undefined = calm),
-//!   KV usage below warning, GPU memory below 95 % (when DCGM answers) and no trigger. Calm must
+//!   KV usage below warning, GPU memory below 95 % (when DCGM is configured) and no trigger. Calm must
 //!   hold for `scaleDownStabilizationSeconds`; then the level drops by at most `scaleDownPods`
 //!   per `scaleDownPeriodSeconds`. Any non-calm sample restarts the calm clock; so does a
 //!   sample with no ready replica. A fresh [`PolicyState`] (a restart) starts the calm clock at
@@ -79,6 +79,9 @@ pub struct PolicyConfig {
     /// GPU memory used fraction at or above which the fleet is not calm (0.95, the source
     /// guide's `VLLMGPUMemoryCritical`); only read when DCGM signals are present.
     pub gpu_memory_calm_below: f64,
+    /// Whether DCGM targets are configured: then unknown GPU memory is not calm (the scaler
+    /// never scales in blind).
+    pub gpu_memory_required: bool,
     /// Largest scale-up within one scale-up period (`scaleUpPods`).
     pub scale_up_pods: u32,
     /// The scale-up rate-limit window (`scaleUpPeriodSeconds`).
@@ -119,6 +122,7 @@ impl Default for PolicyConfig {
             kv_cache_critical_for: Duration::from_secs(30),
             preemptions_per_second_per_replica: 5.0,
             gpu_memory_calm_below: 0.95,
+            gpu_memory_required: false,
             scale_up_pods: 2,
             scale_up_period: Duration::from_secs(60),
             scale_up_stabilization: Duration::from_secs(30),

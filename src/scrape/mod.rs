@@ -70,7 +70,8 @@ impl ScrapeOutcome {
 #[derive(Debug, Clone)]
 pub struct Scraper {
     settings: ScrapeSettings,
-    client: reqwest::Client,
+    /// The pooled client, or why it could not be built (reported by every scrape).
+    client: Result<reqwest::Client, String>,
 }
 
 impl Scraper {
@@ -91,10 +92,10 @@ impl Scraper {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(2)
             .tcp_nodelay(true)
-            .build();
-        // Building only fails when the TLS backend or system config cannot load; this client
-        // uses neither, so the fallback is never taken in practice.
-        let client = client.unwrap_or_else(|_| reqwest::Client::new());
+            .build()
+            // Only a TLS backend or system proxy config can fail to load, and this client
+            // uses neither; should it happen anyway, every scrape says so instead of a panic.
+            .map_err(|e| format!("the http client could not be built: {e}"));
         Self { settings, client }
     }
 
@@ -160,8 +161,11 @@ impl Scraper {
     /// The request and the capped body read, without the overall timeout.
     async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
         let parsed = check_target(url)?;
-        let mut response = self
-            .client
+        let client = self.client.as_ref().map_err(|e| ScrapeError::Connect {
+            url: url.to_string(),
+            message: e.clone(),
+        })?;
+        let mut response = client
             .get(parsed)
             .send()
             .await
@@ -171,6 +175,20 @@ impl Scraper {
             return Err(ScrapeError::HttpStatus {
                 url: url.to_string(),
                 status: status.as_u16(),
+            });
+        }
+        // A gzip body is decoded on the fly and loses this header; anything left is an
+        // encoding the scraper did not ask for and cannot read.
+        if let Some(encoding) = response.headers().get(reqwest::header::CONTENT_ENCODING)
+            && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
+        {
+            return Err(ScrapeError::Decode {
+                url: url.to_string(),
+                message: format!(
+                    "unsupported content-encoding {:?} (only gzip is accepted); serve the \
+                     metrics plain or gzip-compressed",
+                    String::from_utf8_lossy(encoding.as_bytes())
+                ),
             });
         }
         let cap = self.settings.max_body_bytes;
@@ -278,28 +296,22 @@ fn classify(url: &str, error: reqwest::Error) -> ScrapeError {
 }
 
 /// Whether a body error came from the gzip decoder rather than the connection: the decoder
-/// reports corrupt data as an `io::Error` that does not wrap a hyper error.
+/// reports corrupt or truncated data as an `io::Error`, while a broken connection carries a
+/// hyper error somewhere in the chain (also when it passed through the decoder).
 fn is_decompression_error(error: &reqwest::Error) -> bool {
     if !(error.is_decode() || error.is_body()) {
         return false;
     }
     let mut source = error.source();
-    let mut saw_io_invalid = false;
+    let mut saw_io = false;
     while let Some(e) = source {
         if e.downcast_ref::<hyper::Error>().is_some() {
             return false;
         }
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
-            )
-        {
-            saw_io_invalid = true;
-        }
+        saw_io |= e.downcast_ref::<std::io::Error>().is_some();
         source = e.source();
     }
-    saw_io_invalid
+    saw_io
 }
 
 /// `kind: cause: cause` with the url left out (the error message names it once already).

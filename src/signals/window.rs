@@ -537,3 +537,46 @@ impl FleetAccumulator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(i: f64) -> PodSnapshot {
+        let mut hist = Histogram::default();
+        hist.add_bucket(1.0, i);
+        hist.add_bucket(f64::INFINITY, i);
+        hist.count = i;
+        PodSnapshot {
+            waiting: Some(1.0),
+            preemptions_total: Some(i),
+            e2e_latency: Some(hist),
+            ..PodSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn history_is_bounded_and_histograms_kept_only_for_the_latency_window() {
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for t in 0..10_000u64 {
+            w.record(Duration::from_secs(t), "a", Some(snapshot(t as f64)));
+        }
+        let entries = &w.pods["a"].entries;
+        // The baseline at now - 300 s and the 300 samples after it.
+        assert_eq!(entries.len(), 301);
+        let with_hists = entries.iter().filter(|e| e.hists.is_some()).count();
+        assert_eq!(with_hists, 61);
+        let s = w.compute(Duration::from_secs(9_999));
+        assert_eq!(s.fleet.preemptions_per_second, Some(1.0));
+        assert_eq!(s.fleet.e2e_latency_seconds.p50, Some(0.5));
+    }
+
+    #[test]
+    fn scraped_far_faster_than_the_window_stays_capped() {
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for t in 0..5_000u64 {
+            w.record(Duration::from_millis(t * 10), "a", Some(snapshot(t as f64)));
+        }
+        assert_eq!(w.pods["a"].entries.len(), MAX_ENTRIES_PER_POD);
+    }
+}

@@ -5,6 +5,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,12 +30,21 @@ pub enum Behavior {
     Chunked { total: u64 },
     /// `200` chunked, `Content-Encoding: gzip`, decompressing to `mebibytes` MiB of zeros.
     GzipBomb { mebibytes: usize },
+    /// Like `GzipBomb` with 64 MiB, but the connection is reset after two blocks.
+    ResetMidGzip,
+    /// Waits, then `200` with this body.
+    Delayed(Duration, Bytes),
+    /// `200` with this body, keeping the connection open for further requests.
+    KeepAlive(Bytes),
+    /// `200` with whatever body the test has put here (it may change between scrapes).
+    Shared(Arc<Mutex<Bytes>>),
 }
 
 /// A running server: its `/metrics` URL and every request head it received.
 pub struct TestServer {
     pub addr: SocketAddr,
     pub requests: Arc<Mutex<Vec<String>>>,
+    pub connections: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -61,11 +71,14 @@ pub fn serve_listener(listener: TcpListener, behavior: Behavior) -> TestServer {
     let addr = listener.local_addr().unwrap();
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = requests.clone();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let accepted = connections.clone();
     let task = tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
+            accepted.fetch_add(1, Ordering::SeqCst);
             let behavior = behavior.clone();
             let seen = seen.clone();
             tokio::spawn(async move {
@@ -76,6 +89,7 @@ pub fn serve_listener(listener: TcpListener, behavior: Behavior) -> TestServer {
     TestServer {
         addr,
         requests,
+        connections,
         task,
     }
 }
@@ -108,6 +122,21 @@ async fn handle(
 ) -> std::io::Result<()> {
     let head = read_head(&mut stream).await?;
     seen.lock().unwrap().push(head);
+    if let Behavior::KeepAlive(body) = &behavior {
+        let h = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        loop {
+            stream.write_all(h.as_bytes()).await?;
+            stream.write_all(body).await?;
+            let head = read_head(&mut stream).await?;
+            if head.is_empty() {
+                return Ok(());
+            }
+            seen.lock().unwrap().push(head);
+        }
+    }
     const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
     match behavior {
         Behavior::Body(body) => {
@@ -180,6 +209,40 @@ async fn handle(
             }
             write_chunk(&mut stream, &bomb.trailer(mebibytes)).await?;
             stream.write_all(b"0\r\n\r\n").await?;
+        }
+        Behavior::ResetMidGzip => {
+            let h =
+                "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n";
+            stream.write_all(h.as_bytes()).await?;
+            let bomb = GzipBomb::new();
+            write_chunk(&mut stream, &GZIP_HEADER).await?;
+            for _ in 0..2 {
+                write_chunk(&mut stream, &bomb.block).await?;
+            }
+            stream.flush().await?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            stream.set_zero_linger()?;
+            return Ok(());
+        }
+        Behavior::Delayed(delay, body) => {
+            tokio::time::sleep(delay).await;
+            let h = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(h.as_bytes()).await?;
+            stream.write_all(&body).await?;
+        }
+        Behavior::KeepAlive(_) => unreachable!("handled above"),
+        Behavior::Shared(body) => {
+            let body = body.lock().unwrap().clone();
+            let h = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: {TEXT}\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(h.as_bytes()).await?;
+            stream.write_all(&body).await?;
         }
     }
     stream.shutdown().await
