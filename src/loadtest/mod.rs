@@ -159,6 +159,7 @@ pub async fn execute(
         let partial = ran_until < step.end();
         let stats = recorder.snapshot(index);
         let mut result = stats.to_result(index, step, ran_until - step.start, partial);
+        result.completed_rps = recorder.completion_rate(step.start, ran_until);
         result.server = server_step(
             &samples,
             step.start,
