@@ -66,7 +66,10 @@ fn quick_demo_scales_out_under_the_burst_and_back_in() {
     assert!(status.success(), "demo --quick failed: {status}\n{context}");
 
     // It says what it plays and that the periods are shortened.
-    assert!(stdout.contains("Azure LLM inference trace 2023"), "{context}");
+    assert!(
+        stdout.contains("Azure LLM inference trace 2023"),
+        "{context}"
+    );
     assert!(stdout.contains("periods are shortened"), "{context}");
 
     let text = std::fs::read_to_string(out.join("summary.json"))
@@ -129,8 +132,14 @@ fn quick_demo_scales_out_under_the_burst_and_back_in() {
 
     // The plot and the timeline exist, and the output names them.
     let svg = std::fs::read_to_string(out.join("demo.svg")).expect("demo.svg");
-    assert!(svg.starts_with("<svg") && svg.contains("replicas"), "bad svg");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("replicas"),
+        "bad svg"
+    );
     let timeline = std::fs::read_to_string(out.join("timeline.csv")).expect("timeline.csv");
     assert!(timeline.lines().count() > 10, "{timeline}");
-    assert!(stdout.contains("demo.svg") && stdout.contains("summary.json"), "{context}");
+    assert!(
+        stdout.contains("demo.svg") && stdout.contains("summary.json"),
+        "{context}"
+    );
 }

@@ -230,10 +230,16 @@ impl Fleet {
                 Ok(server) => {
                     fleet.become_ready(slot, &endpoint, cancel, server);
                     fleet.write_hosts();
-                    fleet.event(format!("replica {} ready: joins the Service", slot_ip(slot)));
+                    fleet.event(format!(
+                        "replica {} ready: joins the Service",
+                        slot_ip(slot)
+                    ));
                 }
                 Err(error) => {
-                    fleet.event(format!("replica {} failed to start: {error:#}", slot_ip(slot)));
+                    fleet.event(format!(
+                        "replica {} failed to start: {error:#}",
+                        slot_ip(slot)
+                    ));
                     lock(&fleet.inner.pods).retain(|p| p.slot != slot);
                 }
             }
@@ -305,7 +311,10 @@ impl Fleet {
         if pod.state == State::Starting {
             pods.remove(i);
             drop(pods);
-            self.event(format!("replica {} removed before it was ready", slot_ip(slot)));
+            self.event(format!(
+                "replica {} removed before it was ready",
+                slot_ip(slot)
+            ));
         } else {
             pod.state = State::Draining;
             drop(pods);
@@ -331,7 +340,10 @@ impl Fleet {
         let tmp = path.with_extension("tmp");
         let result = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
         if let Err(error) = result {
-            self.event(format!("cannot write the hosts file {}: {error}", path.display()));
+            self.event(format!(
+                "cannot write the hosts file {}: {error}",
+                path.display()
+            ));
         }
     }
 

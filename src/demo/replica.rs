@@ -86,13 +86,23 @@ pub(super) async fn serve(
     Ok(())
 }
 
-async fn complete(State(AppState(s)): State<AppState>, Json(body): Json<serde_json::Value>) -> Response {
-    let prompt = body["prompt"].as_str().unwrap_or("").split_whitespace().count() as u32;
+async fn complete(
+    State(AppState(s)): State<AppState>,
+    Json(body): Json<serde_json::Value>,
+) -> Response {
+    let prompt = body["prompt"]
+        .as_str()
+        .unwrap_or("")
+        .split_whitespace()
+        .count() as u32;
     let output = body["max_tokens"].as_u64().unwrap_or(16) as u32;
     let (tx, rx) = oneshot::channel();
     let id = {
         let mut engine = s.engine.lock().unwrap();
-        match engine.add_request(s.origin.elapsed(), RequestSpec::new(prompt.max(1), output.max(1))) {
+        match engine.add_request(
+            s.origin.elapsed(),
+            RequestSpec::new(prompt.max(1), output.max(1)),
+        ) {
             Ok(id) => id,
             Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
         }

@@ -66,16 +66,16 @@ impl Settings {
     pub fn new(quick: bool, max_replicas: u32, seed: u64, out: PathBuf, live: bool) -> Self {
         // (full, quick)
         let pick = |full: f64, fast: f64| if quick { fast } else { full };
-        let latency_slo_seconds = pick(20.0, 40.0);
+        let latency_slo_seconds = 40.0;
         let metadata = vec![
             ("scrapeIntervalSeconds", "1".to_owned()),
-            ("queueDepthPerReplica", "4".to_owned()),
+            ("queueDepthPerReplica", "3".to_owned()),
             ("latencySloSeconds", format!("{latency_slo_seconds}")),
             ("minReplicas", "1".to_owned()),
             ("maxReplicas", max_replicas.to_string()),
             ("scaleUpPods", "2".to_owned()),
-            ("scaleUpPeriodSeconds", format!("{}", pick(10.0, 4.0))),
-            ("scaleUpStabilizationSeconds", format!("{}", pick(2.0, 1.0))),
+            ("scaleUpPeriodSeconds", format!("{}", pick(6.0, 4.0))),
+            ("scaleUpStabilizationSeconds", "1".to_owned()),
             ("scaleDownPods", "1".to_owned()),
             ("scaleDownPeriodSeconds", format!("{}", pick(8.0, 3.0))),
             (
@@ -100,9 +100,9 @@ impl Settings {
             out,
             live,
             story: if quick { Story::quick() } else { Story::full() },
-            hpa_sync: Duration::from_secs_f64(pick(3.0, 1.0)),
+            hpa_sync: Duration::from_secs_f64(pick(2.0, 1.0)),
             keda_poll: Duration::from_secs_f64(pick(10.0, 5.0)),
-            startup_delay: Duration::from_secs_f64(pick(5.0, 2.0)),
+            startup_delay: Duration::from_secs_f64(pick(3.0, 2.0)),
             drain_timeout: Duration::from_secs_f64(pick(30.0, 10.0)),
             tail: Duration::from_secs_f64(pick(10.0, 3.0)),
             request_timeout: Duration::from_secs_f64(pick(120.0, 60.0)),
@@ -173,14 +173,18 @@ pub async fn execute(settings: Settings) -> anyhow::Result<Summary> {
     // The load: the bundled trace, reshaped to the story.
     let trace = load::bundled_trace()?;
     let shape = RequestShape {
-        prompt_tokens: mean_u32(trace.requests.iter().map(|r| {
-            r.prompt_tokens
-                .clamp(1, settings.limits.max_prompt_tokens)
-        })),
-        output_tokens: mean_u32(trace.requests.iter().map(|r| {
-            r.output_tokens
-                .clamp(1, settings.limits.max_output_tokens)
-        })),
+        prompt_tokens: mean_u32(
+            trace
+                .requests
+                .iter()
+                .map(|r| r.prompt_tokens.clamp(1, settings.limits.max_prompt_tokens)),
+        ),
+        output_tokens: mean_u32(
+            trace
+                .requests
+                .iter()
+                .map(|r| r.output_tokens.clamp(1, settings.limits.max_output_tokens)),
+        ),
     };
     let capacity_rps = settings
         .engine
@@ -226,7 +230,13 @@ pub async fn execute(settings: Settings) -> anyhow::Result<Summary> {
     let server = crate::serve::start(grpc, http, options).await?;
     let metadata = settings.scaler_metadata(port);
 
-    print_intro(&settings, capacity_rps, &server, &hosts_file, requests.len());
+    print_intro(
+        &settings,
+        capacity_rps,
+        &server,
+        &hosts_file,
+        requests.len(),
+    );
 
     // KEDA and the HPA.
     let mut keda = KedaHpa::connect(
@@ -499,7 +509,12 @@ fn print_intro(
         .iter()
         .map(|p| {
             if (p.from - p.to).abs() < 1e-9 {
-                format!("{} {:.0} s at {}x", p.name, p.duration.as_secs_f64(), p.from)
+                format!(
+                    "{} {:.0} s at {}x",
+                    p.name,
+                    p.duration.as_secs_f64(),
+                    p.from
+                )
             } else {
                 format!(
                     "{} {:.0} s from {}x to {}x",
@@ -533,14 +548,15 @@ fn print_intro(
         fleet::SERVICE_NAME,
         hosts_file.display()
     );
-    println!(
-        "  load      {requests} requests: {}",
-        story.join(", ")
-    );
+    println!("  load      {requests} requests: {}", story.join(", "));
     println!("            {}", load::ATTRIBUTION);
     println!(
         "  periods are shortened so a whole scale-out and scale-in fits in {}:",
-        if settings.quick { "under a minute" } else { "about three minutes" }
+        if settings.quick {
+            "under a minute"
+        } else {
+            "about three minutes"
+        }
     );
     println!(
         "            HPA sync {} s (Kubernetes: 15 s), KEDA polling {} s (30 s), replica start-up {} s (minutes for vLLM),",

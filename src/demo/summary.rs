@@ -252,7 +252,8 @@ pub fn write_timeline(path: &Path, samples: &[Sample]) -> std::io::Result<()> {
             opt(x.kv_usage_max),
             x.ready_replicas,
             x.hpa_replicas,
-            x.target_replicas.map_or_else(String::new, |v| v.to_string()),
+            x.target_replicas
+                .map_or_else(String::new, |v| v.to_string()),
             x.reason.as_deref().unwrap_or("")
         );
     }
@@ -311,17 +312,25 @@ pub fn plot(
         .x_label("seconds")
         .y_label("replicas")
         .size(900.0, 300.0)
+        .series(Series::new("scaler target", pts(&|s| s.target_replicas.map(f64::from))).step())
+        .series(
+            Series::new("HPA replicas", pts(&|s| Some(f64::from(s.hpa_replicas))))
+                .step()
+                .dashed(),
+        )
         .series(
             Series::new(
-                "scaler target",
-                pts(&|s| s.target_replicas.map(f64::from)),
+                "ready replicas",
+                pts(&|s| Some(f64::from(s.ready_replicas))),
             )
             .step(),
-        )
-        .series(Series::new("HPA replicas", pts(&|s| Some(f64::from(s.hpa_replicas)))).step().dashed())
-        .series(Series::new("ready replicas", pts(&|s| Some(f64::from(s.ready_replicas)))).step());
+        );
     for e in events {
-        let color = if e.direction == "out" { "#d62728" } else { "#2ca02c" };
+        let color = if e.direction == "out" {
+            "#d62728"
+        } else {
+            "#2ca02c"
+        };
         replicas = replicas.marker_colored(
             e.t_seconds,
             format!("{}->{} {}", e.from, e.to, e.reason),

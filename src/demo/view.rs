@@ -130,7 +130,11 @@ fn status_lines(s: &Sample, ctx: &Context<'_>) -> Vec<String> {
         ),
         format!(
             "  replicas  [{}] ready {}, starting {}, draining {}; HPA {}, scaler target {}",
-            bar(s.ready_replicas, target.max(s.hpa_replicas), ctx.max_replicas),
+            bar(
+                s.ready_replicas,
+                target.max(s.hpa_replicas),
+                ctx.max_replicas
+            ),
             s.ready_replicas,
             ctx.starting,
             ctx.draining,
