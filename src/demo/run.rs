@@ -295,16 +295,18 @@ pub async fn execute(settings: Settings) -> anyhow::Result<Summary> {
         tick.tick().await;
         let t = origin.elapsed();
         let t_seconds = t.as_secs_f64();
+        // This second's log lines from the replicas, the HPA and the scaler, in time order.
+        let mut lines: Vec<(f64, String)> = Vec::new();
         while let Ok(e) = events_rx.try_recv() {
             let at = e.at.saturating_duration_since(origin).as_secs_f64();
-            view.event(&format!("{at:>6.1} s  {}", e.what));
+            lines.push((at, e.what.clone()));
             fleet_events.push(FleetEvent {
                 t_seconds: at,
                 what: e.what,
             });
         }
         while let Ok((at, what)) = log_rx.try_recv() {
-            view.event(&format!("{at:>6.1} s  {what}"));
+            lines.push((at, what.clone()));
             fleet_events.push(FleetEvent {
                 t_seconds: at,
                 what,
@@ -317,26 +319,31 @@ pub async fn execute(settings: Settings) -> anyhow::Result<Summary> {
         if let Some(status) = &status {
             for record in status.history.iter().skip(seen_history) {
                 let target = record.decision.target_replicas;
-                if let Some(previous) = last_target {
-                    if target != previous {
-                        let e = ScaleEvent {
-                            t_seconds: (record.first_unix_seconds - origin_unix).max(0.0),
-                            direction: if target > previous { "out" } else { "in" },
-                            from: previous,
-                            to: target,
-                            reason: crate::control::reason_label(record.decision.reason),
-                            explanation: record.decision.explanation.clone(),
-                        };
-                        view.event(&format!(
-                            "{:>6.1} s  scaler target {} -> {} ({}): {}",
-                            e.t_seconds, e.from, e.to, e.reason, e.explanation
-                        ));
-                        scale_events.push(e);
-                    }
+                if let Some(previous) = last_target.filter(|p| *p != target) {
+                    let e = ScaleEvent {
+                        t_seconds: (record.first_unix_seconds - origin_unix).max(0.0),
+                        direction: if target > previous { "out" } else { "in" },
+                        from: previous,
+                        to: target,
+                        reason: crate::control::reason_label(record.decision.reason),
+                        explanation: record.decision.explanation.clone(),
+                    };
+                    lines.push((
+                        e.t_seconds,
+                        format!(
+                            "scaler target {} -> {} ({}): {}",
+                            e.from, e.to, e.reason, e.explanation
+                        ),
+                    ));
+                    scale_events.push(e);
                 }
                 last_target = Some(target);
             }
             seen_history = status.history.len();
+        }
+        lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (at, what) in &lines {
+            view.event(&format!("{at:>6.1} s  {what}"));
         }
         let signals = status.as_ref().and_then(|s| s.signals.as_ref());
         let decision = status.as_ref().and_then(|s| s.decision.as_ref());
