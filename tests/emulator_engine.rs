@@ -4,8 +4,7 @@
 use std::time::Duration;
 
 use vllm_keda_scaler::emulator::{
-    Engine, EngineConfig, Event, FinishReason, RequestRecord, RequestShape, RequestSpec,
-    SplitMix64,
+    Engine, EngineConfig, Event, FinishReason, RequestRecord, RequestShape, RequestSpec, SplitMix64,
 };
 
 fn secs(s: f64) -> Duration {
@@ -62,7 +61,8 @@ fn one_request_follows_the_step_model_exactly() {
     // Idle again: nothing scheduled, KV freed, and jumping far ahead is free.
     assert_eq!(e.next_event_time(), None);
     assert_eq!(e.kv_cache_usage(), 0.0);
-    e.add_request(secs(3600.0), RequestSpec::new(10, 1)).unwrap();
+    e.add_request(secs(3600.0), RequestSpec::new(10, 1))
+        .unwrap();
     let rec = finished(&drain(&mut e, secs(3601.0)))[0];
     assert_eq!(rec.arrival, secs(3600.0));
 }
@@ -91,8 +91,14 @@ fn requests_are_validated() {
     let err = e
         .add_request(Duration::ZERO, RequestSpec::new(4000, 200))
         .unwrap_err();
-    assert!(err.to_string().contains("maximum context length is 4096"), "{err}");
-    assert!(e.add_request(Duration::ZERO, RequestSpec::new(0, 1)).is_err());
+    assert!(
+        err.to_string().contains("maximum context length is 4096"),
+        "{err}"
+    );
+    assert!(
+        e.add_request(Duration::ZERO, RequestSpec::new(0, 1))
+            .is_err()
+    );
     assert_eq!(e.num_waiting() + e.num_running(), 0);
 }
 
@@ -128,8 +134,12 @@ fn aborts_finish_with_reason_abort_and_free_the_cache() {
         ..EngineConfig::default()
     })
     .unwrap();
-    let a = e.add_request(Duration::ZERO, RequestSpec::new(100, 1000)).unwrap();
-    let b = e.add_request(Duration::ZERO, RequestSpec::new(100, 10)).unwrap();
+    let a = e
+        .add_request(Duration::ZERO, RequestSpec::new(100, 1000))
+        .unwrap();
+    let b = e
+        .add_request(Duration::ZERO, RequestSpec::new(100, 10))
+        .unwrap();
     let mut events = drain(&mut e, secs(0.5));
     assert!(e.abort(secs(0.5), b), "waiting request");
     assert!(e.abort(secs(0.5), a), "running request");
@@ -228,7 +238,11 @@ fn statistics_are_consistent_with_the_traffic() {
     let in_engine = (run.engine.num_running() + run.engine.num_waiting()) as u64;
     assert_eq!(done + in_engine, run.arrivals as u64);
     let generated: u64 = run.records.iter().map(|r| u64::from(r.output_tokens)).sum();
-    let with_token = run.records.iter().filter(|r| r.first_token.is_some()).count() as u64;
+    let with_token = run
+        .records
+        .iter()
+        .filter(|r| r.first_token.is_some())
+        .count() as u64;
     // TTFT counts every request that produced a token, finished or still running.
     assert!(st.time_to_first_token.count() >= with_token);
     assert!(st.generation_tokens_total >= generated);
@@ -258,11 +272,17 @@ fn below_capacity_the_queue_stays_empty_and_latency_flat() {
         assert!(max_waiting <= 3, "waiting peaked at {max_waiting}");
         assert_eq!(run.engine.stats().num_preemptions_total, 0);
     }
-    let (t_low, t_mid) = (ttft_mean(&low.records, 0.0, 300.0), ttft_mean(&mid.records, 0.0, 300.0));
+    let (t_low, t_mid) = (
+        ttft_mean(&low.records, 0.0, 300.0),
+        ttft_mean(&mid.records, 0.0, 300.0),
+    );
     assert!(t_mid < 0.25, "ttft at 60% load: {t_mid}");
     assert!(t_mid < t_low * 3.0, "ttft {t_low} -> {t_mid}");
     // Early and late requests see the same latency: nothing accumulates.
-    let (early, late) = (ttft_mean(&mid.records, 20.0, 150.0), ttft_mean(&mid.records, 150.0, 290.0));
+    let (early, late) = (
+        ttft_mean(&mid.records, 20.0, 150.0),
+        ttft_mean(&mid.records, 150.0, 290.0),
+    );
     assert!((late - early).abs() < early.max(0.02), "{early} vs {late}");
 }
 
@@ -273,8 +293,16 @@ fn above_capacity_the_queue_and_ttft_grow() {
     let run = open_loop(&cfg, capacity * 1.3, SHAPE, 300.0, 3);
     let w = &run.waiting;
     assert!(w[100] > 50, "queue at 100 s: {}", w[100]);
-    assert!(w[290] > w[100] * 2, "queue 100 s: {}, 290 s: {}", w[100], w[290]);
-    let (early, late) = (ttft_mean(&run.records, 50.0, 100.0), ttft_mean(&run.records, 200.0, 250.0));
+    assert!(
+        w[290] > w[100] * 2,
+        "queue 100 s: {}, 290 s: {}",
+        w[100],
+        w[290]
+    );
+    let (early, late) = (
+        ttft_mean(&run.records, 50.0, 100.0),
+        ttft_mean(&run.records, 200.0, 250.0),
+    );
     assert!(late > early * 1.5 && late > 5.0, "ttft {early} -> {late}");
     assert_eq!(run.engine.num_running(), cfg.max_num_seqs as usize);
 }
@@ -295,7 +323,11 @@ fn kv_cache_pressure_causes_preemptions() {
     assert_eq!(light.engine.stats().num_preemptions_total, 0);
     let heavy = open_loop(&cfg, 2.0, shape, 200.0, 5);
     let st = heavy.engine.stats();
-    assert!(st.num_preemptions_total > 10, "{}", st.num_preemptions_total);
+    assert!(
+        st.num_preemptions_total > 10,
+        "{}",
+        st.num_preemptions_total
+    );
     assert!(heavy.records.iter().any(|r| r.preemptions > 0));
     // Preempted requests still finish with every token, and the cache accounting holds.
     assert!(heavy.records.iter().all(|r| r.output_tokens == 1000));
@@ -321,8 +353,13 @@ fn saturation_throughput_is_within_10_percent_of_the_prediction() {
         }
     }
     let err = (best - predicted).abs() / predicted;
-    eprintln!("saturation: measured {best:.2} req/s, predicted {predicted:.2} req/s, knee {knee:?}");
-    assert!(err < 0.10, "measured {best:.2} req/s, predicted {predicted:.2} req/s");
+    eprintln!(
+        "saturation: measured {best:.2} req/s, predicted {predicted:.2} req/s, knee {knee:?}"
+    );
+    assert!(
+        err < 0.10,
+        "measured {best:.2} req/s, predicted {predicted:.2} req/s"
+    );
     // And the queue starts to build only around the predicted capacity.
     let knee = knee.expect("no offered rate saturated the engine");
     assert!(

@@ -67,6 +67,15 @@ fn every_fixture_parses_with_all_its_samples() {
                 s.name
             );
             assert_eq!(s.timestamp_ms, None, "{file}: {}", s.name);
+            // No escapes in the fixtures, so no label value may have been copied.
+            for l in &s.labels {
+                assert!(
+                    matches!(l.value, std::borrow::Cow::Borrowed(_)),
+                    "{file}: {} label {} was copied",
+                    s.name,
+                    l.name
+                );
+            }
         }
         // Every histogram's +Inf bucket equals its _count, per label set.
         for fam in exp
@@ -215,4 +224,21 @@ fn known_values_of_the_other_fixtures() {
         Some("vllm-llama-8b-6d9f7c5b8-x2kqp"),
         "dcgm.prom: pod label"
     );
+}
+
+#[test]
+fn ten_thousand_series_body() {
+    let mut body = String::from(
+        "# HELP vllm:num_requests_waiting Waiting.\n# TYPE vllm:num_requests_waiting gauge\n",
+    );
+    for i in 0..10_000 {
+        body.push_str(&format!(
+            "vllm:num_requests_waiting{{engine=\"{i}\",model_name=\"m\"}} {i}.0\n"
+        ));
+    }
+    let exp = exposition::parse(&body).expect("10,000 series parse");
+    assert_eq!(exp.samples.len(), 10_000);
+    let total: f64 = exp.samples.iter().map(|s| s.value).sum();
+    assert_eq!(total, (0..10_000).map(f64::from).sum::<f64>());
+    assert_eq!(exp.samples[9_999].label("engine"), Some("9999"));
 }

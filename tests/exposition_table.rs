@@ -494,3 +494,19 @@ fn parse_bytes_reports_invalid_utf8_with_its_line() {
     let exp = exposition::parse_bytes(b"a 1\n").unwrap();
     assert_eq!(exp.samples.len(), 1);
 }
+
+#[test]
+fn large_label_sets() {
+    let labels: Vec<String> = (0..40).map(|i| format!("l{i}=\"{i}\"")).collect();
+    let body = format!("a{{{}}} 1\n", labels.join(","));
+    let exp = parse_ok("40 distinct labels", &body);
+    assert_eq!(exp.samples[0].labels.len(), 40);
+    assert_eq!(exp.samples[0].label("l39"), Some("39"));
+
+    let body = format!("a{{{},l7=\"again\"}} 1\n", labels.join(","));
+    let e = exposition::parse(&body).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "line 1: duplicate label \"l7\" on metric \"a\""
+    );
+}

@@ -128,7 +128,10 @@ impl EngineConfig {
             return Err(err("step-base-seconds", "must be a positive number"));
         }
         if !non_negative(self.per_token_seconds) {
-            return Err(err("per-token-seconds", "must be zero or a positive number"));
+            return Err(err(
+                "per-token-seconds",
+                "must be zero or a positive number",
+            ));
         }
         if !non_negative(self.per_context_token_seconds) {
             return Err(err(

@@ -32,7 +32,11 @@ pub enum FinishReason {
 
 impl FinishReason {
     /// Every reason, in vLLM's label order.
-    pub const ALL: [FinishReason; 3] = [FinishReason::Stop, FinishReason::Length, FinishReason::Abort];
+    pub const ALL: [FinishReason; 3] = [
+        FinishReason::Stop,
+        FinishReason::Length,
+        FinishReason::Abort,
+    ];
 
     /// The label value (`stop`, `length`, `abort`).
     pub fn as_str(self) -> &'static str {
@@ -514,9 +518,7 @@ impl Engine {
             if seq.generated == 1 {
                 seq.first_token = end;
                 prompt_credit += u64::from(seq.prompt);
-                self.stats
-                    .time_to_first_token
-                    .observe(end - seq.arrival);
+                self.stats.time_to_first_token.observe(end - seq.arrival);
             } else if seq.last_token == prev_end {
                 itl_same_gap += 1;
             } else {

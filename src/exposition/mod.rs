@@ -31,6 +31,7 @@ use std::borrow::Cow;
 mod error;
 mod number;
 mod parser;
+mod scan;
 
 pub use error::{ParseError, ParseErrorKind};
 

@@ -1,86 +1,25 @@
-//! The single-pass line parser behind [`super::parse`].
+//! The single-pass parser behind [`super::parse`].
 //!
-//! Works on bytes and only ever slices the `&str` at ASCII delimiters, so every slice is on a
+//! Sample lines are parsed straight off the body (the line end is found as the tokens are), so
+//! each byte is looked at about once; comment lines are cut out first and parsed as a line.
+//! Works on bytes and only slices the `&str` at ASCII delimiters, so every slice is on a
 //! character boundary; slicing goes through `get` anyway, so a logic slip yields an error or an
-//! empty token, never a panic.
+//! empty token, never a panic. Errors are the slow path: only they rebuild the line's text.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::error::{ParseError, ParseErrorKind, clip, unexpected};
 use super::number::{parse_timestamp_ms, parse_value};
+use super::scan::{
+    LABEL_CONTINUE, LABEL_START, NAME_CONTINUE, NAME_START, find_newline, find_value_stop,
+    is_blank, is_eol, scan_name, scan_token, skip_blanks,
+};
 use super::{Exposition, Family, Label, MetricType, Sample};
 
-/// Character classes, one bit each, indexed by byte.
-const NAME_START: u8 = 1;
-const NAME_CONTINUE: u8 = 2;
-const LABEL_START: u8 = 4;
-const LABEL_CONTINUE: u8 = 8;
-const BLANK: u8 = 16;
-
-const CLASS: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut c = 0;
-    while c < 256 {
-        let b = c as u8;
-        let alpha = b.is_ascii_alphabetic() || b == b'_';
-        let digit = b.is_ascii_digit();
-        if alpha || b == b':' {
-            t[c] |= NAME_START | NAME_CONTINUE;
-        }
-        if digit {
-            t[c] |= NAME_CONTINUE | LABEL_CONTINUE;
-        }
-        if alpha {
-            t[c] |= LABEL_START | LABEL_CONTINUE;
-        }
-        if b == b' ' || b == b'\t' {
-            t[c] |= BLANK;
-        }
-        c += 1;
-    }
-    t
-};
-
 #[inline]
-fn is(class: u8, b: u8) -> bool {
-    CLASS[usize::from(b)] & class != 0
-}
-
-/// Index of the first byte at or after `i` that is not a space or tab.
-#[inline]
-fn skip_blanks(b: &[u8], mut i: usize) -> usize {
-    while i < b.len() && is(BLANK, b[i]) {
-        i += 1;
-    }
-    i
-}
-
-/// End of the name-like token starting at `i` (`i` itself when none starts there).
-#[inline]
-fn scan_name(b: &[u8], i: usize, start: u8, cont: u8) -> usize {
-    if i >= b.len() || !is(start, b[i]) {
-        return i;
-    }
-    let mut j = i + 1;
-    while j < b.len() && is(cont, b[j]) {
-        j += 1;
-    }
-    j
-}
-
-/// End of the token starting at `i`: the next space, tab or end of line.
-#[inline]
-fn scan_token(b: &[u8], mut i: usize) -> usize {
-    while i < b.len() && !is(BLANK, b[i]) {
-        i += 1;
-    }
-    i
-}
-
-#[inline]
-fn slice(line: &str, from: usize, to: usize) -> &str {
-    line.get(from..to).unwrap_or_default()
+fn slice(text: &str, from: usize, to: usize) -> &str {
+    text.get(from..to).unwrap_or_default()
 }
 
 enum Flow {
@@ -89,102 +28,131 @@ enum Flow {
 }
 
 struct Parser<'a> {
+    body: &'a str,
     out: Exposition<'a>,
     /// Family name -> index in `out.families`, for repeated `# HELP` / `# TYPE`.
     family_index: HashMap<&'a str, usize>,
-    /// Labels of the sample being parsed; moved into an exactly-sized `Vec` per sample.
-    labels: Vec<Label<'a>>,
+    /// Byte offset of the current line in `body`.
+    line_start: usize,
 }
 
 /// Parses a whole body; see [`super::parse`].
 pub(super) fn parse(body: &str) -> Result<Exposition<'_>, ParseError> {
     let body = body.strip_prefix('\u{feff}').unwrap_or(body);
+    let b = body.as_bytes();
+    // Typical exporters write 60-140 bytes per sample line and 300-700 bytes per family.
+    let families_guess = (body.len() / 512).min(1024) + 8;
     let mut p = Parser {
+        body,
         out: Exposition {
-            // Typical exporters write 60-140 bytes per sample line.
             samples: Vec::with_capacity(body.len() / 96 + 4),
-            families: Vec::new(),
+            families: Vec::with_capacity(families_guess),
         },
-        family_index: HashMap::new(),
-        labels: Vec::with_capacity(16),
+        family_index: HashMap::with_capacity(families_guess),
+        line_start: 0,
     };
-    let mut rest = body;
     let mut line_number = 0;
-    while !rest.is_empty() {
+    let mut i = 0;
+    while i < b.len() {
         line_number += 1;
-        let (line, next) = match rest.find('\n') {
-            Some(end) => (slice(rest, 0, end), rest.get(end + 1..).unwrap_or_default()),
-            None => (rest, ""),
-        };
-        rest = next;
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        match p.line(line) {
-            Ok(Flow::Continue) => {}
-            Ok(Flow::Eof) => break,
-            Err(kind) => {
-                return Err(ParseError {
-                    line: line_number,
-                    kind,
-                });
+        p.line_start = i;
+        let first = skip_blanks(b, i);
+        let next = if is_eol(b, first) {
+            after_eol(b, first)
+        } else if b[first] == b'#' {
+            let end = find_newline(b, first);
+            let line = slice(body, i, end);
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            match p.comment(line, first - i + 1) {
+                Ok(Flow::Continue) => end + 1,
+                Ok(Flow::Eof) => break,
+                Err(kind) => {
+                    return Err(ParseError {
+                        line: line_number,
+                        kind,
+                    });
+                }
             }
-        }
+        } else {
+            match p.sample(first) {
+                Ok(next) => next,
+                Err(kind) => {
+                    return Err(ParseError {
+                        line: line_number,
+                        kind,
+                    });
+                }
+            }
+        };
+        i = next;
     }
     Ok(p.out)
 }
 
+/// Index after the line end at `i` (`\n`, `\r\n`, a final `\r`, or end of input).
+#[inline]
+fn after_eol(b: &[u8], i: usize) -> usize {
+    match b.get(i) {
+        Some(b'\r') => (i + 2).min(b.len()),
+        Some(_) => i + 1,
+        None => i,
+    }
+}
+
+/// The token `from..to` without a `\r` that ends its line.
+#[inline]
+fn token_before_eol(body: &str, from: usize, to: usize) -> &str {
+    let token = slice(body, from, to);
+    match token.strip_suffix('\r') {
+        Some(stripped) if is_eol(body.as_bytes(), to) => stripped,
+        _ => token,
+    }
+}
+
 impl<'a> Parser<'a> {
-    fn line(&mut self, line: &'a str) -> Result<Flow, ParseErrorKind> {
-        let b = line.as_bytes();
-        let i = skip_blanks(b, 0);
-        match b.get(i) {
-            None => Ok(Flow::Continue),
-            Some(b'#') => self.comment(line, i + 1),
-            Some(_) => self.sample(line, i).map(|()| Flow::Continue),
-        }
+    /// An [`ParseErrorKind::Unexpected`] for body offset `pos` on the current line.
+    #[cold]
+    fn unexpected_at(&self, expected: String, pos: usize) -> ParseErrorKind {
+        let end = find_newline(self.body.as_bytes(), self.line_start);
+        let line = slice(self.body, self.line_start, end);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        unexpected(expected, line, pos.saturating_sub(self.line_start))
     }
 
-    fn sample(&mut self, line: &'a str, start: usize) -> Result<(), ParseErrorKind> {
-        let b = line.as_bytes();
+    /// Parses the sample line whose name starts at `start`; returns the start of the next line.
+    fn sample(&mut self, start: usize) -> Result<usize, ParseErrorKind> {
+        let body = self.body;
+        let b = body.as_bytes();
         let name_end = scan_name(b, start, NAME_START, NAME_CONTINUE);
         if name_end == start {
-            return Err(unexpected("metric name", line, start));
+            return Err(self.unexpected_at("metric name".into(), start));
         }
-        let name = slice(line, start, name_end);
+        let name = slice(body, start, name_end);
         let mut i = name_end;
+        let mut labels = Vec::new();
         match b.get(i) {
-            Some(b'{') => i = self.labels(line, name, i + 1)?,
-            Some(&c) if is(BLANK, c) => {
+            Some(b'{') => i = self.labels(name, i + 1, &mut labels)?,
+            Some(&c) if is_blank(c) => {
                 i = skip_blanks(b, i);
                 if b.get(i) == Some(&b'{') {
-                    i = self.labels(line, name, i + 1)?;
+                    i = self.labels(name, i + 1, &mut labels)?;
                 }
             }
             // Reported below as a missing value.
-            None => {}
-            Some(_) => {
-                return Err(unexpected(
-                    format!("'{{' or a space after metric name {:?}", clip(name)),
-                    line,
-                    i,
-                ));
+            _ if is_eol(b, i) => {}
+            _ => {
+                let expected = format!("'{{' or a space after metric name {:?}", clip(name));
+                return Err(self.unexpected_at(expected, i));
             }
         }
-        let labels = if self.labels.is_empty() {
-            Vec::new()
-        } else {
-            self.labels.drain(..).collect()
-        };
 
         i = skip_blanks(b, i);
         let value_end = scan_token(b, i);
-        if value_end == i {
-            return Err(unexpected(
-                format!("a value for metric {:?}", clip(name)),
-                line,
-                i,
-            ));
+        let token = token_before_eol(body, i, value_end);
+        if token.is_empty() {
+            let expected = format!("a value for metric {:?}", clip(name));
+            return Err(self.unexpected_at(expected, i));
         }
-        let token = slice(line, i, value_end);
         let value = parse_value(token).ok_or_else(|| ParseErrorKind::InvalidValue {
             metric: clip(name),
             value: clip(token),
@@ -192,10 +160,10 @@ impl<'a> Parser<'a> {
 
         let mut timestamp_ms = None;
         i = skip_blanks(b, value_end);
-        // A `#` after the value starts an OpenMetrics exemplar: skipped.
-        if i < b.len() && b[i] != b'#' {
+        // A `#` after the value starts an OpenMetrics exemplar: skipped with the rest of the line.
+        if !is_eol(b, i) && b[i] != b'#' {
             let end = scan_token(b, i);
-            let token = slice(line, i, end);
+            let token = token_before_eol(body, i, end);
             timestamp_ms = Some(parse_timestamp_ms(token).ok_or_else(|| {
                 ParseErrorKind::InvalidTimestamp {
                     metric: clip(name),
@@ -203,12 +171,10 @@ impl<'a> Parser<'a> {
                 }
             })?);
             i = skip_blanks(b, end);
-            if i < b.len() && b[i] != b'#' {
-                return Err(unexpected(
-                    format!("end of line after the timestamp of metric {:?}", clip(name)),
-                    line,
-                    i,
-                ));
+            if !is_eol(b, i) && b[i] != b'#' {
+                let expected =
+                    format!("end of line after the timestamp of metric {:?}", clip(name));
+                return Err(self.unexpected_at(expected, i));
             }
         }
         self.out.samples.push(Sample {
@@ -217,73 +183,116 @@ impl<'a> Parser<'a> {
             value,
             timestamp_ms,
         });
-        Ok(())
+        if is_eol(b, i) {
+            Ok(after_eol(b, i))
+        } else {
+            Ok(find_newline(b, i) + 1)
+        }
     }
 
-    /// Parses a label set after its `{` into `self.labels`; returns the index after the `}`.
+    /// Parses a label set after its `{` into `labels`; returns the index after the `}`.
     fn labels(
-        &mut self,
-        line: &'a str,
+        &self,
         metric: &str,
         mut i: usize,
+        labels: &mut Vec<Label<'a>>,
     ) -> Result<usize, ParseErrorKind> {
-        self.labels.clear();
-        let b = line.as_bytes();
+        let body = self.body;
+        let b = body.as_bytes();
         loop {
             i = skip_blanks(b, i);
             if b.get(i) == Some(&b'}') {
-                return Ok(i + 1);
+                return close_labels(metric, labels, i + 1);
             }
             let name_end = scan_name(b, i, LABEL_START, LABEL_CONTINUE);
             if name_end == i {
-                let expected = if self.labels.is_empty() {
-                    format!(
-                        "label name or '}}' in the labels of metric {:?}",
-                        clip(metric)
-                    )
-                } else {
-                    format!(
-                        "label name or '}}' after ',' in the labels of metric {:?}",
-                        clip(metric)
-                    )
-                };
-                return Err(unexpected(expected, line, i));
+                let after = if labels.is_empty() { "" } else { " after ','" };
+                let expected = format!(
+                    "label name or '}}'{after} in the labels of metric {:?}",
+                    clip(metric)
+                );
+                return Err(self.unexpected_at(expected, i));
             }
-            let name = slice(line, i, name_end);
+            let name = slice(body, i, name_end);
             i = skip_blanks(b, name_end);
             if b.get(i) != Some(&b'=') {
-                return Err(unexpected(
-                    format!("'=' after label name {:?}", clip(name)),
-                    line,
-                    i,
-                ));
+                let expected = format!("'=' after label name {:?}", clip(name));
+                return Err(self.unexpected_at(expected, i));
             }
             i = skip_blanks(b, i + 1);
             if b.get(i) != Some(&b'"') {
-                return Err(unexpected(
-                    format!("'\"' to open the value of label {:?}", clip(name)),
-                    line,
-                    i,
-                ));
+                let expected = format!("'\"' to open the value of label {:?}", clip(name));
+                return Err(self.unexpected_at(expected, i));
             }
-            let (value, after) = label_value(line, name, i + 1)?;
-            if self.labels.iter().any(|l| l.name == name) {
+            let (value, after) = self.label_value(name, i + 1)?;
+            if labels.len() < SCAN_FOR_DUPLICATES_BELOW && labels.iter().any(|l| l.name == name) {
                 return Err(ParseErrorKind::DuplicateLabel {
                     metric: clip(metric),
                     label: clip(name),
                 });
             }
-            self.labels.push(Label { name, value });
+            if labels.is_empty() {
+                // vLLM series carry 2-4 labels: one allocation in the common case.
+                labels.reserve_exact(4);
+            }
+            labels.push(Label { name, value });
             i = skip_blanks(b, after);
             match b.get(i) {
                 Some(b',') => i += 1,
-                Some(b'}') => return Ok(i + 1),
+                Some(b'}') => return close_labels(metric, labels, i + 1),
                 _ => {
-                    return Err(unexpected(
-                        format!("',' or '}}' after the value of label {:?}", clip(name)),
-                        line,
-                        i,
-                    ));
+                    let expected = format!("',' or '}}' after the value of label {:?}", clip(name));
+                    return Err(self.unexpected_at(expected, i));
+                }
+            }
+        }
+    }
+
+    /// Reads a label value after its opening quote; returns it and the index after the closing
+    /// quote. Borrowed unless it holds escapes.
+    fn label_value(
+        &self,
+        label: &str,
+        start: usize,
+    ) -> Result<(Cow<'a, str>, usize), ParseErrorKind> {
+        let body = self.body;
+        let b = body.as_bytes();
+        let mut i = find_value_stop(b, start);
+        if b.get(i) == Some(&b'"') {
+            return Ok((Cow::Borrowed(slice(body, start, i)), i + 1));
+        }
+        // Escapes present: copy into an owned value.
+        let mut owned = String::with_capacity(i - start + 16);
+        let mut run_start = start;
+        loop {
+            match b.get(i) {
+                Some(b'"') => {
+                    owned.push_str(slice(body, run_start, i));
+                    return Ok((Cow::Owned(owned), i + 1));
+                }
+                Some(b'\\') if !is_eol(b, i + 1) => {
+                    owned.push_str(slice(body, run_start, i));
+                    owned.push(match b[i + 1] {
+                        b'\\' => '\\',
+                        b'"' => '"',
+                        b'n' => '\n',
+                        _ => {
+                            let escape =
+                                body.get(i..).unwrap_or_default().chars().take(2).collect();
+                            return Err(ParseErrorKind::InvalidEscape {
+                                label: clip(label),
+                                escape,
+                            });
+                        }
+                    });
+                    i += 2;
+                    run_start = i;
+                    i = find_value_stop(b, i);
+                }
+                // End of line (or a backslash right before it): unterminated.
+                _ => {
+                    let expected = format!("'\"' to close the value of label {:?}", clip(label));
+                    return Err(self.unexpected_at(expected, find_newline(b, i)));
                 }
             }
         }
@@ -308,37 +317,28 @@ impl<'a> Parser<'a> {
         let name_start = skip_blanks(b, keyword_end);
         let name_end = scan_name(b, name_start, NAME_START, NAME_CONTINUE);
         if name_end == name_start {
-            return Err(unexpected(
-                format!("metric name after {directive:?}"),
-                line,
-                name_start,
-            ));
+            let expected = format!("metric name after {directive:?}");
+            return Err(unexpected(expected, line, name_start));
         }
         let name = slice(line, name_start, name_end);
-        if name_end < b.len() && !is(BLANK, b[name_end]) {
-            return Err(unexpected(
-                format!(
-                    "a space after metric name {:?} in {directive:?}",
-                    clip(name)
-                ),
-                line,
-                name_end,
-            ));
+        if name_end < b.len() && !is_blank(b[name_end]) {
+            let expected = format!(
+                "a space after metric name {:?} in {directive:?}",
+                clip(name)
+            );
+            return Err(unexpected(expected, line, name_end));
         }
         let text_start = skip_blanks(b, name_end);
-        let text = slice(line, text_start, b.len());
         match keyword {
             "HELP" => {
+                let text = slice(line, text_start, b.len());
                 self.family(name).help = Some(unescape_help(text));
             }
             "TYPE" => {
                 let type_end = scan_token(b, text_start);
                 if type_end == text_start {
-                    return Err(unexpected(
-                        format!("a metric type after \"# TYPE {}\"", clip(name)),
-                        line,
-                        text_start,
-                    ));
+                    let expected = format!("a metric type after \"# TYPE {}\"", clip(name));
+                    return Err(unexpected(expected, line, text_start));
                 }
                 let token = slice(line, text_start, type_end);
                 let metric_type =
@@ -348,11 +348,8 @@ impl<'a> Parser<'a> {
                     })?;
                 let trailing = skip_blanks(b, type_end);
                 if trailing < b.len() {
-                    return Err(unexpected(
-                        format!("end of line after \"# TYPE {} {token}\"", clip(name)),
-                        line,
-                        trailing,
-                    ));
+                    let expected = format!("end of line after \"# TYPE {} {token}\"", clip(name));
+                    return Err(unexpected(expected, line, trailing));
                 }
                 self.family(name).metric_type = metric_type;
             }
@@ -386,67 +383,6 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// Reads a label value after its opening quote; returns it and the index after the closing
-/// quote. Borrowed unless it holds escapes.
-fn label_value<'a>(
-    line: &'a str,
-    label: &str,
-    start: usize,
-) -> Result<(Cow<'a, str>, usize), ParseErrorKind> {
-    let b = line.as_bytes();
-    let mut i = start;
-    while i < b.len() {
-        match b[i] {
-            b'"' => return Ok((Cow::Borrowed(slice(line, start, i)), i + 1)),
-            b'\\' => break,
-            _ => i += 1,
-        }
-    }
-    if i >= b.len() {
-        return Err(unterminated(line, label, i));
-    }
-    // Escapes present: copy into an owned value.
-    let mut owned = String::with_capacity(i - start + 16);
-    let mut run_start = start;
-    while i < b.len() {
-        match b[i] {
-            b'"' => {
-                owned.push_str(slice(line, run_start, i));
-                return Ok((Cow::Owned(owned), i + 1));
-            }
-            b'\\' => {
-                owned.push_str(slice(line, run_start, i));
-                let unescaped = match b.get(i + 1) {
-                    Some(b'\\') => '\\',
-                    Some(b'"') => '"',
-                    Some(b'n') => '\n',
-                    None => return Err(unterminated(line, label, i + 1)),
-                    Some(_) => {
-                        let escape = line.get(i..).unwrap_or_default().chars().take(2).collect();
-                        return Err(ParseErrorKind::InvalidEscape {
-                            label: clip(label),
-                            escape,
-                        });
-                    }
-                };
-                owned.push(unescaped);
-                i += 2;
-                run_start = i;
-            }
-            _ => i += 1,
-        }
-    }
-    Err(unterminated(line, label, i))
-}
-
-fn unterminated(line: &str, label: &str, at: usize) -> ParseErrorKind {
-    unexpected(
-        format!("'\"' to close the value of label {:?}", clip(label)),
-        line,
-        at,
-    )
-}
-
 /// Unescapes `# HELP` text: `\\` and `\n`; any other backslash stays as written, as in the
 /// reference parsers.
 fn unescape_help(text: &str) -> Cow<'_, str> {
@@ -473,4 +409,23 @@ fn unescape_help(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// Label sets up to this size are checked for duplicates label by label; larger ones (a
+/// hostile body) by sorting once at the end, so the check stays `O(n log n)`.
+const SCAN_FOR_DUPLICATES_BELOW: usize = 32;
+
+/// Finishes a label set: the duplicate check for large sets; returns `after`.
+fn close_labels(metric: &str, labels: &[Label<'_>], after: usize) -> Result<usize, ParseErrorKind> {
+    if labels.len() > SCAN_FOR_DUPLICATES_BELOW {
+        let mut names: Vec<&str> = labels.iter().map(|l| l.name).collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(ParseErrorKind::DuplicateLabel {
+                metric: clip(metric),
+                label: clip(pair[0]),
+            });
+        }
+    }
+    Ok(after)
 }
