@@ -4,8 +4,8 @@
 //!
 //! Owns: the replica set (`spec.replicas` as the HPA sets it), each replica's life (starting,
 //! ready, draining), the hosts file that plays the headless Service's DNS for the scaler, and
-//! the list of ready replicas the load is spread over. Does not own: the emulated server itself
-//! (see [`crate::emulator`]).
+//! the list of ready replicas the load is spread over. Does not own: the emulated replica itself
+//! (see [`crate::emulator::ReplicaHandle`]).
 //!
 //! Replica `i` listens on `127.0.0.{i+2}` at one shared port, as pods of a Deployment listen on
 //! their own IPs at the same port; the hosts file maps the Service name to the ready replicas'
@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::emulator::EngineConfig;
+use crate::emulator::{EngineConfig, ReplicaConfig, ReplicaHandle};
 
 /// The name the scaler resolves (the headless Service's DNS name).
 pub const SERVICE_NAME: &str = "vllm-demo";
@@ -251,7 +251,7 @@ impl Fleet {
         slot: u32,
         endpoint: &Arc<Endpoint>,
         cancel: CancellationToken,
-        server: ReplicaServer,
+        server: ReplicaHandle,
     ) {
         {
             let mut pods = lock(&self.inner.pods);
@@ -382,36 +382,12 @@ pub async fn pick_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-/// One running emulated replica.
-#[derive(Debug)]
-struct ReplicaServer {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl ReplicaServer {
-    async fn stop(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
-    }
-}
-
-async fn start_replica(options: &FleetOptions, slot: u32) -> anyhow::Result<ReplicaServer> {
-    let addr = SocketAddr::new(slot_ip(slot), options.port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("binding emulated replica {addr}: {e}"))?;
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(super::replica::serve(
-        listener,
-        options.engine.clone(),
-        options.model.clone(),
-        stop.clone(),
-    ));
-    let task = tokio::spawn(async move {
-        if let Ok(Err(error)) = task.await {
-            tracing::warn!(error = %error, "emulated replica failed");
-        }
-    });
-    Ok(ReplicaServer { stop, task })
+async fn start_replica(options: &FleetOptions, slot: u32) -> anyhow::Result<ReplicaHandle> {
+    let config = ReplicaConfig {
+        model: options.model.clone(),
+        engine: options.engine.clone(),
+        seed: u64::from(slot),
+        ..ReplicaConfig::default()
+    };
+    ReplicaHandle::start(SocketAddr::new(slot_ip(slot), options.port), config).await
 }

@@ -18,7 +18,6 @@ pub mod load;
 pub mod summary;
 pub mod view;
 
-mod replica;
 mod run;
 
 use std::path::PathBuf;

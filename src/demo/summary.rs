@@ -308,34 +308,31 @@ pub fn plot(
             .series(Series::new("P95 e2e s", pts(&|s| s.p95_e2e_seconds)).axis(Axis::Right))
             .ref_line(slo_seconds, Axis::Right, "latency SLO"),
     );
-    let mut replicas = Chart::new("replicas")
-        .x_label("seconds")
-        .y_label("replicas")
-        .size(900.0, 300.0)
-        .series(Series::new("scaler target", pts(&|s| s.target_replicas.map(f64::from))).step())
-        .series(
-            Series::new("HPA replicas", pts(&|s| Some(f64::from(s.hpa_replicas))))
-                .step()
-                .dashed(),
-        )
-        .series(
-            Series::new(
-                "ready replicas",
-                pts(&|s| Some(f64::from(s.ready_replicas))),
+    let mut replicas =
+        Chart::new("replicas (markers: the scaler's target changes, red out, green in)")
+            .x_label("seconds")
+            .y_label("replicas")
+            .size(900.0, 300.0)
+            .series(Series::new("scaler target", pts(&|s| s.target_replicas.map(f64::from))).step())
+            .series(
+                Series::new("HPA replicas", pts(&|s| Some(f64::from(s.hpa_replicas))))
+                    .step()
+                    .dashed(),
             )
-            .step(),
-        );
+            .series(
+                Series::new(
+                    "ready replicas",
+                    pts(&|s| Some(f64::from(s.ready_replicas))),
+                )
+                .step(),
+            );
     for e in events {
         let color = if e.direction == "out" {
             "#d62728"
         } else {
             "#2ca02c"
         };
-        replicas = replicas.marker_colored(
-            e.t_seconds,
-            format!("{}->{} {}", e.from, e.to, e.reason),
-            color,
-        );
+        replicas = replicas.marker_colored(e.t_seconds, e.to.to_string(), color);
     }
     crate::plot::stack(&[load, queue, replicas])
 }
