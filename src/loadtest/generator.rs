@@ -108,8 +108,14 @@ pub struct StepStats {
     pub itl_us: Histogram<u64>,
     /// End to end of ok requests, µs.
     pub e2e_us: Histogram<u64>,
-    /// Send lag against the schedule, µs.
+    /// Dispatch lag against the schedule, µs.
     pub lag_us: Histogram<u64>,
+    /// Start lag (schedule to the request task's first poll, when it starts sending), µs.
+    pub start_lag_us: Histogram<u64>,
+    /// When the first request of the step was sent (since the test origin).
+    pub first_send: Option<Duration>,
+    /// When the last request of the step was sent.
+    pub last_send: Option<Duration>,
 }
 
 impl Default for StepStats {
@@ -126,6 +132,9 @@ impl Default for StepStats {
             itl_us: histogram(),
             e2e_us: histogram(),
             lag_us: histogram(),
+            start_lag_us: histogram(),
+            first_send: None,
+            last_send: None,
         }
     }
 }
@@ -177,34 +186,49 @@ impl StepStats {
         partial: bool,
     ) -> StepResult {
         let seconds = ran.as_secs_f64().max(1e-9);
+        // The send rate over the span actually used: n-1 gaps between the first and last send
+        // (equal to the offered rate when every request left on time).
+        let achieved_rps = match (self.first_send, self.last_send) {
+            (Some(first), Some(last)) if self.sent >= 2 && last > first => {
+                (self.sent - 1) as f64 / (last - first).as_secs_f64()
+            }
+            _ => self.sent as f64 / seconds,
+        };
         StepResult {
             index,
             offered_rps: step.rps,
             duration_seconds: ran.as_secs_f64(),
             partial,
             sent: self.sent,
-            achieved_rps: self.sent as f64 / seconds,
+            achieved_rps,
             ok: self.ok,
             errors: self.errors.values().sum(),
             error_kinds: self.errors.clone(),
             dropped: self.dropped,
             unfinished: self.sent.saturating_sub(self.finished),
             ok_rps: self.ok as f64 / seconds,
+            completed_rps: 0.0,
             prompt_tokens_per_second: self.prompt_tokens as f64 / seconds,
             output_tokens_per_second: self.output_tokens as f64 / seconds,
             ttft: percentiles(&self.ttft_us),
             itl: percentiles(&self.itl_us),
             e2e: percentiles(&self.e2e_us),
             send_lag: percentiles(&self.lag_us),
+            start_lag: percentiles(&self.start_lag_us),
             server: None,
         }
     }
 }
 
+/// Width of the bins of the completion timeline.
+pub const COMPLETION_BIN: Duration = Duration::from_millis(100);
+
 /// Shared recording state of a run.
 #[derive(Debug)]
 pub struct Recorder {
     steps: Vec<Mutex<StepStats>>,
+    /// Successful completions per [`COMPLETION_BIN`] since the origin, whichever step sent them.
+    completions: Mutex<Vec<u64>>,
     in_flight: AtomicU64,
     sent_total: AtomicU64,
 }
@@ -216,6 +240,7 @@ impl Recorder {
             steps: (0..steps)
                 .map(|_| Mutex::new(StepStats::default()))
                 .collect(),
+            completions: Mutex::new(Vec::new()),
             in_flight: AtomicU64::new(0),
             sent_total: AtomicU64::new(0),
         }
@@ -227,6 +252,30 @@ impl Recorder {
     /// Requests sent so far.
     pub fn sent_total(&self) -> u64 {
         self.sent_total.load(Ordering::Relaxed)
+    }
+    /// Records a successful completion at `at` since the origin.
+    pub fn record_completion(&self, at: Duration) {
+        let bin = (at.as_nanos() / COMPLETION_BIN.as_nanos()) as usize;
+        let mut bins = self.completions.lock().unwrap_or_else(|p| p.into_inner());
+        if bins.len() <= bin {
+            bins.resize(bin + 1, 0);
+        }
+        bins[bin] += 1;
+    }
+    /// Successful completions per second within `[from, to)` (any step's requests).
+    pub fn completion_rate(&self, from: Duration, to: Duration) -> f64 {
+        let bins = self.completions.lock().unwrap_or_else(|p| p.into_inner());
+        let (a, b) = (
+            (from.as_nanos() / COMPLETION_BIN.as_nanos()) as usize,
+            (to.as_nanos() / COMPLETION_BIN.as_nanos()) as usize,
+        );
+        let n: u64 = bins.iter().take(b).skip(a).sum();
+        let seconds = (b.saturating_sub(a)) as f64 * COMPLETION_BIN.as_secs_f64();
+        if seconds > 0.0 {
+            n as f64 / seconds
+        } else {
+            0.0
+        }
     }
     /// A copy of one step's stats.
     pub fn snapshot(&self, step: usize) -> StepStats {
@@ -240,8 +289,13 @@ impl Recorder {
     }
 }
 
-/// Sends every arrival on schedule from `origin` until done or cancelled; returns when the last
-/// request has been sent (requests still in flight keep running as their own tasks).
+/// Dispatches every arrival on schedule from `origin` until done or cancelled, spawning each
+/// request as a task on `requests` (the runtime that runs them); returns when the last request
+/// has been dispatched (requests still in flight keep running).
+///
+/// Run it on a runtime of its own (see [`drive_on_own_thread`]) so that a busy request runtime
+/// cannot delay arrivals: the dispatch lag then measures the schedule alone, and the start lag
+/// (dispatch to the request task's first poll) shows when the request runtime is the bottleneck.
 pub async fn drive(
     client: Arc<CompletionClient>,
     arrivals: Vec<Arrival>,
@@ -249,6 +303,7 @@ pub async fn drive(
     origin: Instant,
     max_in_flight: u64,
     cancel: CancellationToken,
+    requests: tokio::runtime::Handle,
 ) {
     for arrival in arrivals {
         let due = origin + arrival.at;
@@ -260,7 +315,9 @@ pub async fn drive(
         } else if cancel.is_cancelled() {
             return;
         }
-        let lag = Instant::now().saturating_duration_since(due);
+        let now = Instant::now();
+        let lag = now.saturating_duration_since(due);
+        let since_origin = now.saturating_duration_since(origin);
         if recorder.in_flight() >= max_in_flight {
             recorder.with_step(arrival.step, |s| s.dropped += 1);
             continue;
@@ -268,23 +325,71 @@ pub async fn drive(
         recorder.with_step(arrival.step, |s| {
             s.sent += 1;
             let _ = s.lag_us.record(micros(lag));
+            s.first_send.get_or_insert(since_origin);
+            s.last_send = Some(since_origin);
         });
         recorder.in_flight.fetch_add(1, Ordering::Relaxed);
         recorder.sent_total.fetch_add(1, Ordering::Relaxed);
         let client = client.clone();
         let recorder = recorder.clone();
         let cancel = cancel.clone();
-        tokio::spawn(async move {
+        requests.spawn(async move {
+            let start_lag = Instant::now().saturating_duration_since(due);
+            recorder.with_step(arrival.step, |s| {
+                let _ = s.start_lag_us.record(micros(start_lag));
+            });
             let outcome = tokio::select! {
                 o = client.complete(arrival.prompt_tokens, arrival.output_tokens) => Some(o),
                 () = cancel.cancelled() => None,
             };
             if let Some(outcome) = outcome {
+                if outcome.result.is_ok() {
+                    recorder.record_completion(origin.elapsed());
+                }
                 recorder.with_step(arrival.step, |s| s.record(&outcome));
             }
             recorder.in_flight.fetch_sub(1, Ordering::Relaxed);
         });
     }
+}
+
+/// Runs [`drive`] on a dedicated thread with its own single-threaded runtime, spawning the
+/// requests on the current runtime. Resolves when every arrival has been dispatched.
+pub fn drive_on_own_thread(
+    client: Arc<CompletionClient>,
+    arrivals: Vec<Arrival>,
+    recorder: Arc<Recorder>,
+    origin: Instant,
+    max_in_flight: u64,
+    cancel: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let requests = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        match tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+        {
+            Ok(dispatch) => dispatch.block_on(drive(
+                client,
+                arrivals,
+                recorder,
+                origin,
+                max_in_flight,
+                cancel,
+                requests,
+            )),
+            // Without a second runtime, dispatch from the request runtime itself.
+            Err(_) => requests.clone().block_on(drive(
+                client,
+                arrivals,
+                recorder,
+                origin,
+                max_in_flight,
+                cancel,
+                requests,
+            )),
+        }
+    })
 }
 
 #[cfg(test)]

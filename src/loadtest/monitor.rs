@@ -84,7 +84,7 @@ pub async fn run_monitor(
         let mut healthy = 0;
         let mut error = None;
         for (url, body) in urls.iter().zip(bodies) {
-            let snapshot = match body {
+            let snapshot = match body.result {
                 Ok(text) => match crate::exposition::parse(&text) {
                     Ok(exposition) => Some(PodSnapshot::from_exposition(&exposition, None)),
                     Err(e) => {

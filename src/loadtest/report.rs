@@ -87,7 +87,7 @@ pub fn text_table(report: &LoadtestReport) -> String {
         "step",
         "offered",
         "sent/s",
-        "ok/s",
+        "done/s",
         "err%",
         "TTFT p50/95/99",
         "ITL p50/95/99",
@@ -96,7 +96,7 @@ pub fn text_table(report: &LoadtestReport) -> String {
         "queue mean/max",
         "run max",
         "KV max",
-        "lag p99",
+        "lag p99 disp/start",
         "verdict",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
@@ -106,7 +106,7 @@ pub fn text_table(report: &LoadtestReport) -> String {
             format!("{}{}", s.index + 1, if s.partial { "*" } else { "" }),
             format!("{}", s.offered_rps),
             format!("{:.1}", s.achieved_rps),
-            format!("{:.1}", s.ok_rps),
+            format!("{:.1}", s.completed_rps),
             format!("{:.1}", s.error_rate() * 100.0),
             p3(&s.ttft),
             p3(&s.itl),
@@ -121,7 +121,7 @@ pub fn text_table(report: &LoadtestReport) -> String {
             server
                 .and_then(|v| v.kv_usage_max)
                 .map_or_else(|| "-".into(), |k| format!("{:.0}%", k * 100.0)),
-            secs(s.send_lag.p99),
+            format!("{}/{}", secs(s.send_lag.p99), secs(s.start_lag.p99)),
             if j.saturated {
                 "SATURATED".into()
             } else {
@@ -270,9 +270,9 @@ pub fn markdown(report: &LoadtestReport) -> String {
     let _ = writeln!(out, "## Steps (client side)\n");
     let _ = writeln!(
         out,
-        "| step | offered req/s | sent req/s | ok req/s | errors | TTFT p50/p95/p99 | ITL p50/p95/p99 | e2e p50/p95/p99 | send lag p99 | verdict |"
+        "| step | offered req/s | sent req/s | completed req/s in the step | ok | errors | TTFT p50/p95/p99 | ITL p50/p95/p99 | e2e p50/p95/p99 | lag p99 dispatch / start | verdict |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     for (s, j) in report.steps.iter().zip(&v.steps) {
         let errors = if s.error_kinds.is_empty() && s.dropped == 0 {
             "0".to_string()
@@ -289,12 +289,13 @@ pub fn markdown(report: &LoadtestReport) -> String {
         };
         let _ = writeln!(
             out,
-            "| {}{} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} |",
+            "| {}{} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
             s.index + 1,
             if s.partial { " (partial)" } else { "" },
             s.offered_rps,
             s.achieved_rps,
-            s.ok_rps,
+            s.completed_rps,
+            s.ok,
             errors,
             p3(&s.ttft),
             p3(&s.itl),

@@ -85,7 +85,8 @@ pub struct StepResult {
     pub partial: bool,
     /// Requests sent.
     pub sent: u64,
-    /// Requests sent per second.
+    /// Requests sent per second over the span between the step's first and last send (the
+    /// offered rate when every request left on time).
     pub achieved_rps: f64,
     /// Requests that completed successfully.
     pub ok: u64,
@@ -99,6 +100,9 @@ pub struct StepResult {
     pub unfinished: u64,
     /// Successful completions per second (ok / duration).
     pub ok_rps: f64,
+    /// Successful completions per second during the load window, whichever step sent them
+    /// (the throughput; the capacity when saturated).
+    pub completed_rps: f64,
     /// Prompt tokens per second of the successful requests.
     pub prompt_tokens_per_second: f64,
     /// Output tokens per second of the successful requests.
@@ -109,8 +113,11 @@ pub struct StepResult {
     pub itl: Percentiles,
     /// Client-side end-to-end latency.
     pub e2e: Percentiles,
-    /// Lateness of sends against the schedule.
+    /// Lateness of dispatch against the schedule (the generator's own timing).
     pub send_lag: Percentiles,
+    /// Lateness of the request tasks' start against the schedule (includes a busy client
+    /// runtime: the actual send time).
+    pub start_lag: Percentiles,
     /// Server-side view, when `/metrics` answered.
     pub server: Option<ServerStep>,
 }
@@ -186,7 +193,8 @@ pub struct Verdict {
     pub capacity_tokens_per_second_per_replica: Option<f64>,
     /// Output tokens per second one replica carried then.
     pub capacity_output_tokens_per_second_per_replica: Option<f64>,
-    /// Best completion rate per replica seen in any step (the ceiling when saturated).
+    /// Best completion rate per replica during any step's load window (the ceiling when
+    /// saturated).
     pub peak_ok_rps_per_replica: Option<f64>,
     /// Client P95 e2e latency at the last healthy step, seconds.
     pub healthy_e2e_p95_seconds: Option<f64>,
@@ -262,7 +270,7 @@ pub fn decide(steps: &[StepResult], settings: &VerdictSettings) -> Verdict {
     let healthy = healthy_index.map(|i| &steps[i]);
     let peak_ok_rps_per_replica = steps
         .iter()
-        .map(|s| s.ok_rps / replicas)
+        .map(|s| s.completed_rps / replicas)
         .filter(|v| *v > 0.0)
         .max_by(f64::total_cmp);
 
@@ -355,6 +363,7 @@ mod tests {
             achieved_rps: rps,
             ok: (ok_rps * 60.0) as u64,
             ok_rps,
+            completed_rps: ok_rps,
             prompt_tokens_per_second: ok_rps * 100.0,
             output_tokens_per_second: ok_rps * 20.0,
             e2e: Percentiles {
