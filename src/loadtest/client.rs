@@ -77,7 +77,8 @@ impl CompletionClient {
         let http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .pool_max_idle_per_host(max_connections)
-            .connect_timeout(Duration::from_secs(5).min(timeout))
+            // A busy server accepts late; the request timeout bounds the whole exchange.
+            .connect_timeout(timeout)
             .build()?;
         Ok(Self {
             http,
@@ -233,7 +234,22 @@ enum Chunk {
     Error,
 }
 
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
 fn classify(data: &[u8]) -> Chunk {
+    // Fast path for the common token chunk: no usage, no error, one non-empty text field.
+    let has_usage = contains(data, b"\"usage\":{") || contains(data, b"\"usage\": {");
+    if !has_usage && !contains(data, b"\"error\"") && data.starts_with(b"{") {
+        if let Some(i) = data.windows(8).position(|w| w == b"\"text\":\"") {
+            return if data.get(i + 8) == Some(&b'"') {
+                Chunk::Empty
+            } else {
+                Chunk::Token { usage: None }
+            };
+        }
+    }
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else {
         return Chunk::Error;
     };
@@ -289,6 +305,14 @@ mod tests {
             Chunk::Empty
         );
         assert_eq!(classify(br#"{"error":{"message":"boom"}}"#), Chunk::Error);
+        assert_eq!(
+            classify(br#"{"choices":[{"text":"x"}],"usage":null}"#),
+            Chunk::Token { usage: None }
+        );
+        assert_eq!(
+            classify(br#"{"choices":[{"text": "x"}],"usage": {"completion_tokens":1,"prompt_tokens":2}}"#),
+            Chunk::Token { usage: Some((1, 2)) }
+        );
         assert_eq!(classify(b"not json"), Chunk::Error);
         assert_eq!(find_event_end(b"data: x\n\ndata: y"), Some((7, 2)));
         assert_eq!(find_event_end(b"data: x\r\n\r\n"), Some((7, 4)));

@@ -108,8 +108,10 @@ pub struct StepStats {
     pub itl_us: Histogram<u64>,
     /// End to end of ok requests, µs.
     pub e2e_us: Histogram<u64>,
-    /// Send lag against the schedule, µs.
+    /// Dispatch lag against the schedule, µs.
     pub lag_us: Histogram<u64>,
+    /// Start lag (schedule to the request task's first poll, when it starts sending), µs.
+    pub start_lag_us: Histogram<u64>,
     /// When the first request of the step was sent (since the test origin).
     pub first_send: Option<Duration>,
     /// When the last request of the step was sent.
@@ -130,6 +132,7 @@ impl Default for StepStats {
             itl_us: histogram(),
             e2e_us: histogram(),
             lag_us: histogram(),
+            start_lag_us: histogram(),
             first_send: None,
             last_send: None,
         }
@@ -211,6 +214,7 @@ impl StepStats {
             itl: percentiles(&self.itl_us),
             e2e: percentiles(&self.e2e_us),
             send_lag: percentiles(&self.lag_us),
+            start_lag: percentiles(&self.start_lag_us),
             server: None,
         }
     }
@@ -285,8 +289,13 @@ impl Recorder {
     }
 }
 
-/// Sends every arrival on schedule from `origin` until done or cancelled; returns when the last
-/// request has been sent (requests still in flight keep running as their own tasks).
+/// Dispatches every arrival on schedule from `origin` until done or cancelled, spawning each
+/// request as a task on `requests` (the runtime that runs them); returns when the last request
+/// has been dispatched (requests still in flight keep running).
+///
+/// Run it on a runtime of its own (see [`drive_on_own_thread`]) so that a busy request runtime
+/// cannot delay arrivals: the dispatch lag then measures the schedule alone, and the start lag
+/// (dispatch to the request task's first poll) shows when the request runtime is the bottleneck.
 pub async fn drive(
     client: Arc<CompletionClient>,
     arrivals: Vec<Arrival>,
@@ -294,6 +303,7 @@ pub async fn drive(
     origin: Instant,
     max_in_flight: u64,
     cancel: CancellationToken,
+    requests: tokio::runtime::Handle,
 ) {
     for arrival in arrivals {
         let due = origin + arrival.at;
@@ -323,7 +333,11 @@ pub async fn drive(
         let client = client.clone();
         let recorder = recorder.clone();
         let cancel = cancel.clone();
-        tokio::spawn(async move {
+        requests.spawn(async move {
+            let start_lag = Instant::now().saturating_duration_since(due);
+            recorder.with_step(arrival.step, |s| {
+                let _ = s.start_lag_us.record(micros(start_lag));
+            });
             let outcome = tokio::select! {
                 o = client.complete(arrival.prompt_tokens, arrival.output_tokens) => Some(o),
                 () = cancel.cancelled() => None,
@@ -337,6 +351,45 @@ pub async fn drive(
             recorder.in_flight.fetch_sub(1, Ordering::Relaxed);
         });
     }
+}
+
+/// Runs [`drive`] on a dedicated thread with its own single-threaded runtime, spawning the
+/// requests on the current runtime. Resolves when every arrival has been dispatched.
+pub fn drive_on_own_thread(
+    client: Arc<CompletionClient>,
+    arrivals: Vec<Arrival>,
+    recorder: Arc<Recorder>,
+    origin: Instant,
+    max_in_flight: u64,
+    cancel: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let requests = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        match tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+        {
+            Ok(dispatch) => dispatch.block_on(drive(
+                client,
+                arrivals,
+                recorder,
+                origin,
+                max_in_flight,
+                cancel,
+                requests,
+            )),
+            // Without a second runtime, dispatch from the request runtime itself.
+            Err(_) => requests.clone().block_on(drive(
+                client,
+                arrivals,
+                recorder,
+                origin,
+                max_in_flight,
+                cancel,
+                requests,
+            )),
+        }
+    })
 }
 
 #[cfg(test)]

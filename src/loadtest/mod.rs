@@ -30,7 +30,7 @@ pub use config::{LoadtestArgs, LoadtestConfig, WarmupArgs};
 pub use report::LoadtestReport;
 
 use client::CompletionClient;
-use generator::{Recorder, drive, schedule};
+use generator::{Recorder, drive_on_own_thread, schedule};
 use monitor::{MonitorLog, run_monitor, server_step};
 use shape::{Shape, SizeSampler};
 
@@ -114,23 +114,31 @@ pub async fn execute(
             background.clone(),
         ))
     });
-    let driver = tokio::spawn(drive(
+    let driver = drive_on_own_thread(
         client,
         arrivals,
         recorder.clone(),
         origin,
         config.max_in_flight,
         run.clone(),
-    ));
+    );
 
-    // Wait for the end of the last step plus a drain (the rest length, at least 2 s), or Ctrl-C.
+    // Wait until every scheduled request has been sent and the last step has ended, then for a
+    // drain (the rest length, at least 2 s) while requests are in flight; or for Ctrl-C.
     let last_end = config.plan.last().map_or(Duration::ZERO, |s| s.end());
     let drain = config.rest.max(Duration::from_secs(2));
-    let interrupted = tokio::select! {
-        () = tokio::time::sleep_until(origin + last_end) => false,
+    let mut driver = driver;
+    let mut driver_done = false;
+    let mut interrupted = tokio::select! {
+        _ = &mut driver => { driver_done = true; false }
         () = cancel.cancelled() => true,
     };
-    let mut interrupted = interrupted;
+    if !interrupted {
+        interrupted = tokio::select! {
+            () = tokio::time::sleep_until(origin + last_end) => false,
+            () = cancel.cancelled() => true,
+        };
+    }
     if !interrupted {
         let drain_deadline = Instant::now() + drain;
         while recorder.in_flight() > 0 && Instant::now() < drain_deadline {
@@ -140,9 +148,15 @@ pub async fn execute(
             }
         }
     }
-    let stopped_at = origin.elapsed();
+    let stopped_at = if interrupted {
+        origin.elapsed()
+    } else {
+        origin.elapsed().max(last_end)
+    };
     run.cancel();
-    let _ = driver.await;
+    if !driver_done {
+        let _ = driver.await;
+    }
     background.cancel();
     let _ = monitor.await;
     if let Some(p) = progress {
@@ -234,7 +248,7 @@ async fn progress_loop(
                     p95,
                 )
             }
-            Some(i) => (format!("rest before step {}/{}", i + 1, plan.len()), None),
+            Some(i) => (format!("rest after step {}/{}", i + 1, plan.len()), None),
             None => ("draining".to_string(), None),
         };
         let queue = log
@@ -270,8 +284,11 @@ pub fn run(args: LoadtestArgs) -> anyhow::Result<()> {
         let on_signal = cancel.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ninterrupted: stopping and writing what was measured");
+                eprintln!("\ninterrupted: stopping and writing what was measured (Ctrl-C again to quit at once)");
                 on_signal.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
             }
         });
         let report = execute(&config, cancel).await?;

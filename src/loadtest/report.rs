@@ -96,7 +96,7 @@ pub fn text_table(report: &LoadtestReport) -> String {
         "queue mean/max",
         "run max",
         "KV max",
-        "lag p99",
+        "lag p99 disp/start",
         "verdict",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
@@ -121,7 +121,7 @@ pub fn text_table(report: &LoadtestReport) -> String {
             server
                 .and_then(|v| v.kv_usage_max)
                 .map_or_else(|| "-".into(), |k| format!("{:.0}%", k * 100.0)),
-            secs(s.send_lag.p99),
+            format!("{}/{}", secs(s.send_lag.p99), secs(s.start_lag.p99)),
             if j.saturated {
                 "SATURATED".into()
             } else {
@@ -270,7 +270,7 @@ pub fn markdown(report: &LoadtestReport) -> String {
     let _ = writeln!(out, "## Steps (client side)\n");
     let _ = writeln!(
         out,
-        "| step | offered req/s | sent req/s | completed req/s in the step | ok | errors | TTFT p50/p95/p99 | ITL p50/p95/p99 | e2e p50/p95/p99 | send lag p99 | verdict |"
+        "| step | offered req/s | sent req/s | completed req/s in the step | ok | errors | TTFT p50/p95/p99 | ITL p50/p95/p99 | e2e p50/p95/p99 | lag p99 dispatch / start | verdict |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     for (s, j) in report.steps.iter().zip(&v.steps) {

@@ -224,6 +224,19 @@ mod tests {
             let e = Shape::parse(bad).unwrap_err().to_string();
             assert!(e.contains(bad.split(':').next().unwrap()), "{bad}: {e}");
         }
+        let trace = Shape::parse(concat!(
+            "trace:",
+            env!("CARGO_MANIFEST_DIR"),
+            "/data/traces/azure-llm-2023-code.csv"
+        ))
+        .unwrap();
+        assert!(
+            trace
+                .describe()
+                .contains("8819 requests of azure-llm-2023-code.csv")
+        );
+        let mut t = SizeSampler::new(trace, 1);
+        assert_eq!(t.sample(), (4808, 10), "the first row of the trace");
         let mut s = SizeSampler::new(Shape::parse("uniform:10-20:1-5").unwrap(), 7);
         for _ in 0..1000 {
             let (p, o) = s.sample();

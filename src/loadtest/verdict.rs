@@ -113,8 +113,11 @@ pub struct StepResult {
     pub itl: Percentiles,
     /// Client-side end-to-end latency.
     pub e2e: Percentiles,
-    /// Lateness of sends against the schedule.
+    /// Lateness of dispatch against the schedule (the generator's own timing).
     pub send_lag: Percentiles,
+    /// Lateness of the request tasks' start against the schedule (includes a busy client
+    /// runtime: the actual send time).
+    pub start_lag: Percentiles,
     /// Server-side view, when `/metrics` answered.
     pub server: Option<ServerStep>,
 }

@@ -96,8 +96,9 @@ pub struct Ours {
 
 impl Ours {
     /// Our policy configured from scaler metadata (validated by the production code);
-    /// `minReplicas`/`maxReplicas` come from the metadata too.
-    pub fn new(config: &ScalerConfig) -> Self {
+    /// `minReplicas`/`maxReplicas` come from the metadata too. The fleet starts with
+    /// `initial` replicas.
+    pub fn new(config: &ScalerConfig, initial: u32) -> Self {
         let policy = Policy::new(config.policy.clone());
         let min = policy.config.min_replicas;
         let max = policy.config.max_replicas;
@@ -109,9 +110,9 @@ impl Ours {
             model: config.model.clone(),
             scrape_interval: config.scrape_interval,
             next_scrape: Duration::ZERO,
-            hpa: Hpa::new(ours_hpa_spec(min, max)),
+            hpa: Hpa::with_steady_history(ours_hpa_spec(min, max), Duration::ZERO, initial),
             next_sync: HPA_SYNC,
-            target: min,
+            target: initial,
             body: String::with_capacity(64 * 1024),
             names: Vec::new(),
             reasons: HashMap::new(),
@@ -132,7 +133,10 @@ impl Controller for Ours {
             for replica in fleet.ready() {
                 self.body.clear();
                 let info = RenderInfo {
-                    model_name: self.model.as_deref().unwrap_or("meta-llama/Llama-3.1-8B-Instruct"),
+                    model_name: self
+                        .model
+                        .as_deref()
+                        .unwrap_or("meta-llama/Llama-3.1-8B-Instruct"),
                     engine_index: 0,
                     start_unix_seconds: 1.767e9 + replica.created.as_secs_f64(),
                     http: None,
@@ -199,14 +203,23 @@ pub struct PrometheusKeda {
 }
 
 impl PrometheusKeda {
-    /// The guide's setup with the given replica bounds.
-    pub fn new(settings: PrometheusKedaSettings, min_replicas: u32, max_replicas: u32) -> Self {
+    /// The guide's setup with the given replica bounds, starting with `initial` replicas.
+    pub fn new(
+        settings: PrometheusKedaSettings,
+        min_replicas: u32,
+        max_replicas: u32,
+        initial: u32,
+    ) -> Self {
         Self {
             settings,
             store: PrometheusStore::new(),
             scraped: BTreeSet::new(),
             next_scrape: Duration::ZERO,
-            hpa: Hpa::new(guide_hpa_spec(min_replicas, max_replicas)),
+            hpa: Hpa::with_steady_history(
+                guide_hpa_spec(min_replicas, max_replicas),
+                Duration::ZERO,
+                initial,
+            ),
             next_sync: HPA_SYNC,
         }
     }
@@ -357,7 +370,10 @@ impl Oracle {
         for r in requests {
             // Replica-seconds this request takes at saturation throughput for its shape,
             // bucketed by 64 tokens to keep the prediction cache small.
-            let key = (r.prompt_tokens.div_ceil(64) * 64, r.output_tokens.div_ceil(16) * 16);
+            let key = (
+                r.prompt_tokens.div_ceil(64) * 64,
+                r.output_tokens.div_ceil(16) * 16,
+            );
             let seconds = *cache.entry(key).or_insert_with(|| {
                 let p = engine.predicted_saturation(RequestShape {
                     prompt_tokens: key.0.max(1),

@@ -260,7 +260,7 @@ impl Fleet {
                 .replicas
                 .iter()
                 .rposition(|r| live(r) && matches!(r.state, ReplicaState::Starting { .. }))
-                .or_else(|| self.replicas.iter().rposition(|r| live(r)));
+                .or_else(|| self.replicas.iter().rposition(&live));
             let Some(slot) = victim else { break };
             match self.replicas[slot].state {
                 ReplicaState::Starting { .. } => self.replicas[slot].ended = Some(now),
@@ -382,8 +382,7 @@ pub fn run(
             fleet.advance_all(now);
             series.push(SeriesPoint {
                 t_seconds: now.as_secs_f64(),
-                offered_rps: arrivals_since_sample as f64
-                    / settings.sample_interval.as_secs_f64(),
+                offered_rps: arrivals_since_sample as f64 / settings.sample_interval.as_secs_f64(),
                 queue: fleet.queue_depth(),
                 desired: fleet.desired,
                 ready: fleet.ready().count(),

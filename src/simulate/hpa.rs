@@ -175,6 +175,15 @@ impl Hpa {
         }
     }
 
+    /// An HPA that has been running with `replicas` as its recommendation up to `now`, as an
+    /// HPA in place before a scenario starts would have.
+    pub fn with_steady_history(spec: HpaSpec, now: Duration, replicas: u32) -> Self {
+        let mut hpa = Self::new(spec);
+        hpa.recommendations
+            .push(Recommendation { at: now, replicas });
+        hpa
+    }
+
     /// The spec.
     pub fn spec(&self) -> &HpaSpec {
         &self.spec

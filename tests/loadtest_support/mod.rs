@@ -117,6 +117,11 @@ pub struct SlotServer {
 impl SlotServer {
     /// Starts one on 127.0.0.1:0.
     pub async fn start(config: SlotConfig) -> SlotServer {
+        Self::start_on("127.0.0.1:0", config).await
+    }
+
+    /// Starts one on `addr`.
+    pub async fn start_on(addr: &str, config: SlotConfig) -> SlotServer {
         let inner = Arc::new(Inner {
             config,
             slots: Arc::new(Semaphore::new(config.slots)),
@@ -137,7 +142,7 @@ impl SlotServer {
             .route("/metrics", get(metrics))
             .route("/v1/completions", post(completions))
             .with_state(inner.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
