@@ -291,8 +291,23 @@ pub async fn execute(settings: Settings) -> anyhow::Result<Summary> {
     let mut peak_ready = 0u32;
     let mut tick = tokio::time::interval(Duration::from_millis(1000));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let interrupted = CancellationToken::new();
+    {
+        let interrupted = interrupted.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.cancel();
+            }
+        });
+    }
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = interrupted.cancelled() => {
+                view.event("interrupted: stopping and writing what was recorded so far");
+                break;
+            }
+        }
         let t = origin.elapsed();
         let t_seconds = t.as_secs_f64();
         // This second's log lines from the replicas, the HPA and the scaler, in time order.
