@@ -111,11 +111,19 @@ fn bar(ready: u32, target: u32, max: u32) -> String {
 
 fn status_lines(s: &Sample, ctx: &Context<'_>) -> Vec<String> {
     let target = s.target_replicas.unwrap_or(0);
-    vec![
+    let header = if s.t_seconds < ctx.story_seconds {
         format!(
             "── {:>5.1} s of {:.0} s · phase {} ({:.1}x one replica's capacity) ──",
             s.t_seconds, ctx.story_seconds, s.phase, ctx.capacity_multiple
-        ),
+        )
+    } else {
+        format!(
+            "── {:>5.1} s · the story is over, waiting for the last answers ──",
+            s.t_seconds
+        )
+    };
+    let mut lines = vec![
+        header,
         format!(
             "  load      {:>5.2} req/s offered, {:>5.2} served, {} in flight",
             s.offered_rps, s.completed_rps, s.in_flight
@@ -142,12 +150,38 @@ fn status_lines(s: &Sample, ctx: &Context<'_>) -> Vec<String> {
             s.target_replicas
                 .map_or_else(|| "-".to_owned(), |v| v.to_string())
         ),
-        format!(
-            "  decision  {}: {}",
-            s.reason.as_deref().unwrap_or("-"),
-            ctx.explanation.unwrap_or("waiting for the first scrape")
-        ),
-    ]
+    ];
+    // The explanation is what the demo is about: wrap it over up to three lines.
+    let decision = format!(
+        "{}: {}",
+        s.reason.as_deref().unwrap_or("-"),
+        ctx.explanation.unwrap_or("waiting for the first scrape")
+    );
+    for (i, chunk) in wrap(&decision, WIDTH - 12).into_iter().take(3).enumerate() {
+        let label = if i == 0 { "decision" } else { "" };
+        lines.push(format!("  {label:<8}  {chunk}"));
+    }
+    lines
+}
+
+/// Splits `text` at spaces into lines of at most `width` characters (longer words are cut).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let needed = if line.is_empty() { 0 } else { 1 } + word.chars().count();
+        if !line.is_empty() && line.chars().count() + needed > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 fn plain_line(s: &Sample, ctx: &Context<'_>) -> String {
@@ -189,5 +223,7 @@ mod tests {
         assert_eq!(bar(2, 4, 5), "##++.");
         assert_eq!(bar(1, 1, 3), "#..");
         assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(wrap("aa bb cc dd", 5), vec!["aa bb", "cc dd"]);
+        assert_eq!(wrap("abcdefgh x", 4), vec!["abcdefgh", "x"]);
     }
 }
