@@ -122,14 +122,183 @@ fn so_ref(name: String, metadata: &[(&str, String)]) -> ScaledObjectRef {
     }
 }
 
+/// The upper bound of the bucket holding quantile `q` of the scaler's own RPC histogram.
+fn server_quantile(text: &str, method: &str, q: f64) -> String {
+    let method_label = format!("method=\"{method}\"");
+    let mut buckets: Vec<(String, f64)> = Vec::new();
+    for line in text.lines() {
+        if !line.starts_with("vllm_keda_scaler_rpc_duration_seconds_bucket{")
+            || !line.contains(&method_label)
+        {
+            continue;
+        }
+        let Some((_, rest)) = line.split_once("le=\"") else {
+            continue;
+        };
+        let Some((le, _)) = rest.split_once('"') else {
+            continue;
+        };
+        let count: f64 = line
+            .rsplit_once(' ')
+            .and_then(|(_, c)| c.parse().ok())
+            .unwrap_or(0.0);
+        buckets.push((le.to_owned(), count));
+    }
+    let total = buckets.last().map_or(0.0, |b| b.1);
+    for (le, count) in &buckets {
+        if *count >= q * total {
+            return match le.parse::<f64>() {
+                Ok(v) if v.is_finite() => format!("{:.0} us", v * 1e6),
+                _ => le.clone(),
+            };
+        }
+    }
+    "n/a".into()
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Writes an SVG chart of the empirical CDF of `samples_ms` (x in ms, log scale when `log_x`),
+/// with an optional vertical bound line, and returns its path.
+fn write_cdf_svg(
+    name: &str,
+    title: &str,
+    samples_ms: &mut [f64],
+    log_x: bool,
+    bound_ms: Option<f64>,
+) -> std::path::PathBuf {
+    use std::fmt::Write as _;
+    samples_ms.sort_by(f64::total_cmp);
+    let (w, h, left, right, top, bottom) = (720.0, 400.0, 70.0, 20.0, 40.0, 50.0);
+    let xs = |v: f64| if log_x { v.max(1e-3).log10() } else { v };
+    let lo = if log_x {
+        xs(samples_ms.first().copied().unwrap_or(0.01)).floor()
+    } else {
+        0.0
+    };
+    let mut hi_raw = samples_ms.last().copied().unwrap_or(1.0);
+    if let Some(b) = bound_ms {
+        hi_raw = hi_raw.max(b);
+    }
+    let hi = if log_x {
+        xs(hi_raw).ceil()
+    } else {
+        hi_raw * 1.05
+    };
+    let px = |v: f64| left + (xs(v) - lo) / (hi - lo).max(1e-9) * (w - left - right);
+    let py = |q: f64| top + (1.0 - q) * (h - top - bottom);
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{}" y="22" text-anchor="middle" font-size="14">{title}</text>
+"#,
+        w / 2.0
+    );
+    for q in [0.0, 0.25, 0.5, 0.75, 0.9, 1.0] {
+        let y = py(q);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{left}" x2="{}" y1="{y}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">p{}</text>"##,
+            w - right,
+            left - 6.0,
+            y + 4.0,
+            q * 100.0
+        );
+    }
+    let ticks: Vec<f64> = if log_x {
+        (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect()
+    } else {
+        let raw = hi / 5.0;
+        let magnitude = 10f64.powf(raw.log10().floor());
+        let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+            .into_iter()
+            .map(|m| m * magnitude)
+            .find(|s| *s >= raw)
+            .unwrap_or(raw);
+        (0..)
+            .map(|i| f64::from(i) * step)
+            .take_while(|t| *t <= hi)
+            .collect()
+    };
+    for t in ticks {
+        let x = px(t);
+        let label = if t >= 1.0 {
+            format!("{t:.0} ms")
+        } else {
+            format!("{t} ms")
+        };
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{x}" x2="{x}" y1="{top}" y2="{}" stroke="#eee"/><text x="{x}" y="{}" text-anchor="middle">{label}</text>"##,
+            h - bottom,
+            h - bottom + 16.0
+        );
+    }
+    // At most about 600 points: 400 spread over all ranks plus every rank of the top 1 % (up
+    // to 200), so the tail keeps its detail.
+    let len = samples_ms.len();
+    let n = len.max(1) as f64;
+    let mut ranks: Vec<usize> = (0..400).map(|i| i * len / 400).collect();
+    ranks.extend(len.saturating_sub((len / 100).min(200))..len);
+    ranks.sort_unstable();
+    ranks.dedup();
+    // A staircase: the CDF steps up by 1/n at each sample.
+    let points: Vec<String> = ranks
+        .into_iter()
+        .filter(|&i| i < len)
+        .map(|i| {
+            let x = px(samples_ms[i]);
+            format!(
+                "{x:.1},{:.1} {x:.1},{:.1}",
+                py(i as f64 / n),
+                py((i + 1) as f64 / n)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        svg,
+        r##"<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{}"/>"##,
+        points.join(" ")
+    );
+    if let Some(b) = bound_ms {
+        let x = px(b);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{x}" x2="{x}" y1="{top}" y2="{}" stroke="#d62728" stroke-dasharray="4 3"/><text x="{}" y="{}" fill="#d62728" text-anchor="end">bound {b:.0} ms</text>"##,
+            h - bottom,
+            x - 4.0,
+            top + 14.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="{}" text-anchor="middle">milliseconds ({} samples)</text>
+</svg>"#,
+        w / 2.0,
+        h - 10.0,
+        samples_ms.len()
+    );
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-service");
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join(name);
+    if let Err(e) = std::fs::write(&path, svg) {
+        eprintln!("cannot write {}: {e}", path.display());
+    }
+    path
+}
+
 fn us(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64
 }
 
-async fn latency(a: &Args) {
-    let pods = Pods::default();
-    let base = start_pods(pods.clone()).await;
-    let server = start_server().await;
+async fn latency(a: &Args, pods: &Pods, base: &str, server: &Server) {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr()))
         .unwrap()
         .tcp_nodelay(true)
@@ -165,8 +334,12 @@ async fn latency(a: &Args) {
         c.get_metrics(r.clone()).await.unwrap();
     }
     eprintln!(
-        "latency: {} ScaledObjects started and answered once; measuring {} s at {} RPC/s",
-        a.scaledobjects, a.seconds, a.rate
+        "latency: {} ScaledObjects started and answered once; measuring {} s at {} RPC/s \
+         (load average {})",
+        a.scaledobjects,
+        a.seconds,
+        a.rate,
+        load_average()
     );
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Result<u64, String>>();
@@ -199,11 +372,15 @@ async fn latency(a: &Args) {
     let sending = start.elapsed().as_secs_f64();
     drop(tx);
     let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    let mut samples_ms = Vec::with_capacity(sent as usize);
     let mut errors = 0u64;
     let mut first_error = None;
     while let Some(r) = rx.recv().await {
         match r {
-            Ok(micros) => h.record(micros.max(1)).unwrap(),
+            Ok(micros) => {
+                h.record(micros.max(1)).unwrap();
+                samples_ms.push(micros as f64 / 1000.0);
+            }
             Err(e) => {
                 errors += 1;
                 first_error.get_or_insert(e);
@@ -229,29 +406,28 @@ async fn latency(a: &Args) {
     if let Some(e) = first_error {
         println!("  first error: {e}");
     }
-    let server_side = server
-        .controller()
-        .metrics()
-        .encode()
-        .lines()
-        .filter(|l| {
-            l.starts_with("vllm_keda_scaler_rpc_duration_seconds_sum{method=\"GetMetrics\"}")
-                || l.starts_with(
-                    "vllm_keda_scaler_rpc_duration_seconds_count{method=\"GetMetrics\"}",
-                )
-        })
-        .map(str::to_owned)
-        .collect::<Vec<_>>();
-    for line in server_side {
-        println!("  server side: {line}");
-    }
-    server.shutdown().await.unwrap();
+    let text = server.controller().metrics().encode();
+    let (p50, p99) = (
+        server_quantile(&text, "GetMetrics", 0.5),
+        server_quantile(&text, "GetMetrics", 0.99),
+    );
+    println!("  server side (handler time, histogram bucket bounds): p50 <= {p50}, p99 <= {p99}");
+    println!("  load average (1 min) at the end: {}", load_average());
+    let title = format!(
+        "GetMetrics latency, {} ScaledObjects, {:.0} RPC/s (CDF)",
+        a.scaledobjects, a.rate
+    );
+    let path = write_cdf_svg(
+        "getmetrics-latency.svg",
+        &title,
+        &mut samples_ms,
+        true,
+        Some(1.0),
+    );
+    println!("  chart: {}", path.display());
 }
 
-async fn reaction(a: &Args) {
-    let pods = Pods::default();
-    let base = start_pods(pods.clone()).await;
-    let server = start_server().await;
+async fn reaction(a: &Args, pods: &Pods, base: &str, server: &Server) {
     let mut client = ExternalScalerClient::connect(format!("http://{}", server.grpc_addr()))
         .await
         .unwrap();
@@ -303,10 +479,14 @@ async fn reaction(a: &Args) {
         });
     }
     let mut h = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).unwrap();
+    let mut samples_ms = Vec::new();
     let mut missed = 0;
     while let Some(r) = tasks.join_next().await {
         match r.ok().flatten() {
-            Some(d) => h.record((d.as_micros() as u64).max(1)).unwrap(),
+            Some(d) => {
+                h.record((d.as_micros() as u64).max(1)).unwrap();
+                samples_ms.push(d.as_secs_f64() * 1000.0);
+            }
             None => missed += 1,
         }
     }
@@ -345,17 +525,46 @@ async fn reaction(a: &Args) {
         "  GetMetrics after the step: {}",
         answer.metric_values[0].metric_value_float
     );
-    server.shutdown().await.unwrap();
+    let title = format!(
+        "Queue step to changed target, scrape interval {} s (CDF)",
+        a.interval
+    );
+    let path = write_cdf_svg(
+        "reaction-time.svg",
+        &title,
+        &mut samples_ms,
+        false,
+        Some(a.interval * 1000.0 + 100.0),
+    );
+    println!("  chart: {}", path.display());
 }
 
 fn main() {
     let a = args();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // Three runtimes on their own threads, like three processes: the scaler (every core), the
+    // vLLM pods (one thread) and KEDA (one thread), so the client's and the pods' work does not
+    // queue behind the scaler's tasks or the other way round.
+    let scaler_rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(async {
-        latency(&a).await;
-        reaction(&a).await;
-    });
+    let pods_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let keda_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let pods = Pods::default();
+    let base = pods_rt.block_on(start_pods(pods.clone()));
+
+    let server = scaler_rt.block_on(start_server());
+    keda_rt.block_on(latency(&a, &pods, &base, &server));
+    scaler_rt.block_on(server.shutdown()).unwrap();
+
+    let server = scaler_rt.block_on(start_server());
+    keda_rt.block_on(reaction(&a, &pods, &base, &server));
+    scaler_rt.block_on(server.shutdown()).unwrap();
 }

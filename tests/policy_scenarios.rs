@@ -292,6 +292,20 @@ fn kv_cache_critical_must_hold_thirty_seconds() {
 }
 
 #[test]
+fn short_queue_is_neither_breach_nor_calm() {
+    let p = policy();
+    let mut st = PolicyState::with_previous_target(3);
+    let ds = run(&p, &mut st, 0, 900, 2, |_| {
+        Load::idle(3).queue(10.0).p95(1.0)
+    });
+    assert!(changes(&ds, 3).is_empty());
+    assert_eq!(
+        ds[0].1.explanation,
+        "within bounds, not calm (queue 10 > 0, 3.33 per ready replica); holding at 3"
+    );
+}
+
+#[test]
 fn kv_between_warning_and_critical_blocks_scale_in_only() {
     let p = policy();
     let mut st = PolicyState::with_previous_target(3);
@@ -340,6 +354,10 @@ fn guardrail_steps_from_the_running_replicas_when_more_run_than_asked() {
     let mut st = PolicyState::with_previous_target(2);
     let d = p.decide(secs(0), &Load::idle(6).p95(6.0).signals(secs(0)), &mut st);
     assert_eq!((d.reason, d.target_replicas), (Reason::E2eLatencySlo, 8));
+    assert_eq!(
+        d.explanation,
+        "P95 e2e 6 s > SLO 5 s; target 2 -> 8 (6 ready, at most +2 per 60 s)"
+    );
 }
 
 #[test]
@@ -557,4 +575,59 @@ fn reason_codes_are_snake_case_and_match_serde() {
                 .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
         );
     }
+}
+
+#[test]
+fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
+    // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
+    // requests, the rest wait. Load ramps to 150 over 10 min, holds 10 min, then stops.
+    let p = policy();
+    let mut st = PolicyState::default();
+    let mut asked: Vec<(u64, u32)> = vec![(0, 1)];
+    let mut targets = Vec::new();
+    let load_end = 1200;
+    for t in (0..2400).step_by(2) {
+        let demand = if t < 600 {
+            t as f64 / 4.0
+        } else if t < load_end {
+            150.0
+        } else {
+            0.0
+        };
+        let latest = asked.last().unwrap().1;
+        let started = asked
+            .iter()
+            .rev()
+            .find(|(at, _)| at + 90 <= t || *at == 0)
+            .map_or(1, |&(_, n)| n);
+        let ready = started.min(latest).max(1) as f64;
+        let queue = (demand - 20.0 * ready).max(0.0);
+        let running = demand.min(20.0 * ready);
+        let p95 = (running > 0.0).then(|| 1.0 + queue / ready * 0.3);
+        let mut load = Load::idle(ready as usize).queue(queue).running(running);
+        load.e2e_p95 = p95;
+        load.finished = running;
+        let d = p.decide(secs(t), &load.signals(secs(t)), &mut st);
+        if d.target_replicas != latest {
+            asked.push((t, d.target_replicas));
+        }
+        targets.push((t, d.target_replicas, d.reason));
+    }
+    let peak = targets.iter().map(|&(_, n, _)| n).max().unwrap();
+    assert_eq!(peak, 5);
+    let first_down = targets
+        .windows(2)
+        .find(|w| w[1].1 < w[0].1)
+        .map(|w| w[1].0)
+        .unwrap();
+    assert!(first_down >= load_end + 300, "scaled in at {first_down}");
+    // Up, then down: never up again after the first scale-in.
+    let after: Vec<u32> = targets
+        .iter()
+        .filter(|x| x.0 >= first_down)
+        .map(|x| x.1)
+        .collect();
+    assert!(after.windows(2).all(|w| w[1] <= w[0]), "{after:?}");
+    assert_eq!(targets.last().unwrap().1, 1);
+    assert_eq!(targets.last().unwrap().2, Reason::AtMin);
 }

@@ -204,3 +204,21 @@ async fn endpoints_mode_scrapes_twice_and_keeps_a_dead_target_unknown() {
     assert!(!dead_pod["errors"].as_array().unwrap().is_empty());
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
+
+#[test]
+fn a_non_vllm_body_is_flagged_and_unknown() {
+    let output = Command::new(BIN)
+        .args(["check", "--json", "--elapsed", "10", "--files"])
+        .arg(fixture("dcgm.prom"))
+        .arg(fixture("dcgm.prom"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let report = json_of(&output);
+    assert_eq!(report["pods_healthy"], 0);
+    assert!(
+        report["warnings"]
+            .to_string()
+            .contains("no vllm: series found")
+    );
+}

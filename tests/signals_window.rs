@@ -356,3 +356,23 @@ fn fleet_quantiles_merge_pods_with_different_layouts_like_sum_by_le() {
         assert_eq!(got, histogram_quantile(q, &union), "q={q}");
     }
 }
+
+#[test]
+fn a_body_without_vllm_load_gauges_is_unknown_not_idle() {
+    let mut w = window();
+    let parsed = exposition::parse("process_cpu_seconds_total 12.5\nup 1\n").unwrap();
+    w.record(
+        secs(0),
+        "sidecar",
+        Some(PodSnapshot::from_exposition(&parsed, None)),
+    );
+    w.record(secs(0), "a", Some(Pod::new().snapshot()));
+    // The model filter matching nothing is the same: no data for this deployment.
+    let body = Pod::new().body();
+    let parsed = exposition::parse(&body).unwrap();
+    let other_model = PodSnapshot::from_exposition(&parsed, Some("another-model"));
+    w.record(secs(0), "b", Some(other_model));
+    let s = w.compute(secs(0));
+    assert_eq!((s.pods_total, s.pods_healthy), (3, 1));
+    assert_eq!(s.fleet.queue_depth, 3.0);
+}

@@ -114,6 +114,8 @@ struct Seen {
     info: SnapshotInfo,
     tops: BucketTops,
     has_waiting: bool,
+    has_running: bool,
+    parsed: bool,
 }
 
 /// Warnings keyed by text, with the targets they apply to (so 50 pods give one line).
@@ -171,6 +173,8 @@ impl Report {
                                 itl_seconds: top(&snapshot.itl),
                             },
                             has_waiting: snapshot.waiting.is_some(),
+                            has_running: snapshot.running.is_some(),
+                            parsed: true,
                         });
                         window.record(at, target, Some(snapshot));
                     }
@@ -210,6 +214,8 @@ impl Report {
                 info: SnapshotInfo::default(),
                 tops: BucketTops::default(),
                 has_waiting: false,
+                has_running: false,
+                parsed: false,
             });
             advise(
                 &target,
@@ -361,10 +367,11 @@ fn advise(
 ) {
     let info = &seen.info;
     if info.vllm_samples == 0 {
-        if info.generation == Generation::Unknown && seen.tops == BucketTops::default() {
+        if seen.parsed {
             warnings.add(
                 pod,
-                "no vllm: series found: is this a vLLM /metrics endpoint (port 8000 by default)?"
+                "no vllm: series found, so the target counts as unknown: is this a vLLM \
+                 /metrics endpoint (port 8000 by default)?"
                     .into(),
             );
         }
@@ -413,10 +420,13 @@ fn advise(
         _ => {}
     }
     if !seen.has_waiting && model.is_none_or(|m| info.models.iter().any(|x| x == m)) {
-        warnings.add(
-            pod,
-            "vllm:num_requests_waiting not found: queue depth reads as 0".into(),
-        );
+        let text = if seen.has_running {
+            "vllm:num_requests_waiting not found: queue depth reads as 0"
+        } else {
+            "neither vllm:num_requests_waiting nor vllm:num_requests_running found: the target \
+             counts as unknown"
+        };
+        warnings.add(pod, text.into());
     }
     if info.engines > 1 {
         warnings.add(

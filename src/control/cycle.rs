@@ -13,7 +13,7 @@ use super::{Deregister, ScaledObject};
 use crate::discovery::{self, HostsFileResolver, Resolver, SystemResolver};
 use crate::exposition;
 use crate::policy::{Decision, Policy, PolicyState};
-use crate::scrape::{ScrapeError, ScrapeSettings, Scraper};
+use crate::scrape::{ScrapeError, ScrapeOutcome, ScrapeSettings, Scraper};
 use crate::signals::{FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, SignalSettings};
 use crate::telemetry::{HealthLabels, Metrics, ReasonLabels, ResultLabels, ScaledObjectLabels};
 
@@ -28,6 +28,43 @@ fn unix_now() -> f64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+type Parsed<T> = Vec<(String, Result<T, ScrapeError>)>;
+
+/// Parses every fetched body into its snapshot (a failed fetch stays failed).
+fn parse_all(
+    pods: Vec<ScrapeOutcome>,
+    gpus: Vec<ScrapeOutcome>,
+    model: Option<&str>,
+) -> (Parsed<PodSnapshot>, Parsed<GpuSnapshot>) {
+    let pods = pods
+        .into_iter()
+        .map(|scraped| {
+            let url = scraped.url;
+            let outcome = scraped
+                .result
+                .and_then(|body| match exposition::parse(&body) {
+                    Ok(parsed) => Ok(PodSnapshot::from_exposition(&parsed, model)),
+                    Err(error) => Err(ScrapeError::parse(url.as_str(), error)),
+                });
+            (url, outcome)
+        })
+        .collect();
+    let gpus = gpus
+        .into_iter()
+        .map(|scraped| {
+            let url = scraped.url;
+            let outcome = scraped
+                .result
+                .and_then(|body| match exposition::parse(&body) {
+                    Ok(parsed) => Ok(GpuSnapshot::from_exposition(&parsed)),
+                    Err(error) => Err(ScrapeError::parse(url.as_str(), error)),
+                });
+            (url, outcome)
+        })
+        .collect();
+    (pods, gpus)
 }
 
 /// Runs one ScaledObject's loop until it is cancelled or not asked for `idle_stop`.
@@ -162,33 +199,35 @@ impl Cycle {
             .get_or_create(&self.labels)
             .observe(started.elapsed().as_secs_f64());
 
+        // Parsing is the CPU-heavy part of a cycle: run it off the async workers so RPC
+        // handlers sharing them never wait behind a large body.
+        let urls: Vec<String> = results.iter().map(|r| r.url.clone()).collect();
+        let model = config.model.clone();
+        let parsed =
+            tokio::task::spawn_blocking(move || parse_all(results, gpu_results, model.as_deref()))
+                .await
+                .unwrap_or_else(|panic| {
+                    let message = format!("parsing panicked: {panic}");
+                    let failed = urls
+                        .iter()
+                        .map(|u| (u.clone(), Err(ScrapeError::parse(u.as_str(), &message))))
+                        .collect();
+                    (failed, Vec::new())
+                });
+        let (pods, gpus) = parsed;
+
         let now = self.origin.elapsed();
         let unix = unix_now();
-        let mut targets = Vec::with_capacity(results.len());
-        for scraped in results {
-            let outcome = scraped
-                .result
-                .and_then(|body| match exposition::parse(&body) {
-                    Ok(parsed) => Ok(PodSnapshot::from_exposition(
-                        &parsed,
-                        config.model.as_deref(),
-                    )),
-                    Err(error) => Err(ScrapeError::parse(scraped.url.as_str(), error)),
-                });
-            let health = self.health(so, &self.status.targets, &scraped.url, &outcome, unix);
-            self.window.record(now, &scraped.url, outcome.ok());
+        let mut targets = Vec::with_capacity(pods.len());
+        for (url, outcome) in pods {
+            let health = self.health(so, &self.status.targets, &url, &outcome, unix);
+            self.window.record(now, &url, outcome.ok());
             targets.push(health);
         }
-        let mut gpu_targets = Vec::with_capacity(gpu_results.len());
-        for scraped in gpu_results {
-            let outcome = scraped
-                .result
-                .and_then(|body| match exposition::parse(&body) {
-                    Ok(parsed) => Ok(GpuSnapshot::from_exposition(&parsed)),
-                    Err(error) => Err(ScrapeError::parse(scraped.url.as_str(), error)),
-                });
-            let health = self.health(so, &self.status.gpu_targets, &scraped.url, &outcome, unix);
-            self.window.record_gpu(now, &scraped.url, outcome.ok());
+        let mut gpu_targets = Vec::with_capacity(gpus.len());
+        for (url, outcome) in gpus {
+            let health = self.health(so, &self.status.gpu_targets, &url, &outcome, unix);
+            self.window.record_gpu(now, &url, outcome.ok());
             gpu_targets.push(health);
         }
 
@@ -260,25 +299,28 @@ impl Cycle {
         }
     }
 
+    /// One log line per change of target or activity (and for the first decision), with the
+    /// reason and the numbers behind it.
     fn log_change(&self, so: &ScaledObject, decision: &Decision, healthy: usize, total: usize) {
         let previous = self.status.decision.as_ref();
-        let changed = previous.is_none_or(|p| {
-            p.target_replicas != decision.target_replicas || p.active != decision.active
-        });
-        if changed {
-            tracing::info!(
-                scaledobject = %so.key,
-                from = ?previous.map(|p| p.target_replicas),
-                to = decision.target_replicas,
-                desired = decision.desired_replicas,
-                active = decision.active,
-                reason = %reason_label(decision.reason),
-                explanation = %decision.explanation,
-                healthy_targets = healthy,
-                targets = total,
-                "replica target changed"
-            );
-        }
+        let message = match previous {
+            None => "first decision",
+            Some(p) if p.target_replicas != decision.target_replicas => "replica target changed",
+            Some(p) if p.active != decision.active => "activity changed",
+            Some(_) => return,
+        };
+        tracing::info!(
+            scaledobject = %so.key,
+            from = previous.map_or(0, |p| p.target_replicas),
+            to = decision.target_replicas,
+            desired = decision.desired_replicas,
+            active = decision.active,
+            reason = %reason_label(decision.reason),
+            explanation = %decision.explanation,
+            healthy_targets = healthy,
+            targets = total,
+            "{message}"
+        );
     }
 
     fn update_metrics(

@@ -16,9 +16,10 @@
 //!   of N on the summed queue); P95 e2e latency, TTFT or ITL over its SLO; KV-cache usage (the
 //!   fullest pod) over critical for 30 s; preemptions per second per ready replica over the
 //!   threshold. Latency, KV and preemption triggers are guardrails: each asks for one step
-//!   (`scaleUpPods`) above the level. A breach must hold continuously for
-//!   `scaleUpStabilizationSeconds` before the level moves; the level then rises by at most
-//!   `scaleUpPods` per `scaleUpPeriodSeconds` (sliding window) and never above max.
+//!   (`scaleUpPods`) above the level or the ready replicas, whichever is more. A breach must
+//!   hold continuously for `scaleUpStabilizationSeconds` before the level moves; the target
+//!   then rises by at most `scaleUpPods` (counted from the same base) per
+//!   `scaleUpPeriodSeconds` (sliding window) and never above max.
 //! - **Capacity on the way**: while the level is above the ready replicas and the shortfall is
 //!   younger than `startupGraceSeconds`, guardrails do not stack another step (the queue
 //!   demand, an absolute number, still applies).
@@ -39,6 +40,7 @@
 mod decide;
 mod explain;
 mod hpa;
+mod rules;
 
 use std::collections::VecDeque;
 use std::time::Duration;

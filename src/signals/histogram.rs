@@ -178,7 +178,31 @@ pub fn quantiles_of(buckets: &[Bucket]) -> Quantiles {
 }
 
 /// Sorted, coalesced, monotonic buckets ending in `+Inf` with at least one observation.
-fn prepare(buckets: &[Bucket]) -> Option<Vec<Bucket>> {
+/// Borrowed when the input already is (the usual case: one layout, cumulative deltas).
+fn prepare(buckets: &[Bucket]) -> Option<std::borrow::Cow<'_, [Bucket]>> {
+    let clean = buckets.len() >= 2
+        && buckets.last().is_some_and(|b| b.le == f64::INFINITY)
+        && buckets
+            .windows(2)
+            .all(|w| w[0].le < w[1].le && w[0].count <= w[1].count);
+    if clean {
+        let observations = buckets[buckets.len() - 1].count;
+        if observations.is_nan() || observations <= 0.0 {
+            return None;
+        }
+        // Equal neighbours need no fix; strictly increasing ones may still sit within PromQL's
+        // float-noise tolerance, which the general path handles.
+        let noise = buckets.windows(2).any(|w| {
+            w[0].count != w[1].count && almost_equal(w[0].count, w[1].count, SMALL_DELTA_TOLERANCE)
+        });
+        if !noise {
+            return Some(std::borrow::Cow::Borrowed(buckets));
+        }
+    }
+    prepare_owned(buckets).map(std::borrow::Cow::Owned)
+}
+
+fn prepare_owned(buckets: &[Bucket]) -> Option<Vec<Bucket>> {
     let mut sorted: Vec<Bucket> = buckets.iter().filter(|b| !b.le.is_nan()).copied().collect();
     if !is_sorted_by_le(&sorted) {
         sorted.sort_by(|a, b| a.le.total_cmp(&b.le));
@@ -390,6 +414,28 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The borrowed fast path and the general path agree on clean input.
+        #[test]
+        fn fast_path_matches_general_path(
+            increments in proptest::collection::vec(0u32..1000, 2..30),
+            q in 0.0f64..=1.0,
+        ) {
+            let mut cum = 0.0;
+            let mut b: Vec<Bucket> = increments
+                .iter()
+                .enumerate()
+                .map(|(i, inc)| {
+                    cum += f64::from(*inc);
+                    Bucket { le: 0.1 * (i as f64 + 1.0), count: cum }
+                })
+                .collect();
+            b.push(Bucket { le: INF, count: cum + 1.0 });
+            let fast = prepare(&b).map(|p| quantile_prepared(q, &p));
+            let slow = prepare_owned(&b).map(|p| quantile_prepared(q, &p));
+            proptest::prop_assert!(matches!(prepare(&b), Some(std::borrow::Cow::Borrowed(_))));
+            proptest::prop_assert_eq!(fast, slow);
+        }
+
         /// Quantiles are monotone in q and stay inside [0, highest finite bound].
         #[test]
         fn quantiles_monotone_and_bounded(

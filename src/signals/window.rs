@@ -59,6 +59,8 @@ struct PodHistory {
     healthy: bool,
     entries: VecDeque<Entry>,
     latest: Latest,
+    /// Time of the newest kept sample that follows a restart.
+    last_restart_at: Option<Duration>,
 }
 
 /// Per-pod history for a fleet, and the aggregation over it.
@@ -85,19 +87,30 @@ impl FleetWindow {
     }
 
     /// Records one pod's scrape at `now`: `Some` when it succeeded, `None` when it failed
-    /// (the pod becomes unknown, never zero load). Times must not go backwards per pod; a
-    /// sample at or before the latest kept one replaces the newer ones.
+    /// (the pod becomes unknown, never zero load). A body with neither
+    /// `vllm:num_requests_waiting` nor `vllm:num_requests_running` (not vLLM, or no series for
+    /// the model filter) counts as failed too. Times must not go backwards per pod; a sample
+    /// at or before the latest kept one replaces the newer ones.
     pub fn record(&mut self, now: Duration, pod: &str, snapshot: Option<PodSnapshot>) {
         let history = match self.pods.get_mut(pod) {
             Some(history) => history,
             None => self.pods.entry(pod.to_owned()).or_default(),
         };
+        let snapshot = snapshot.filter(|s| s.waiting.is_some() || s.running.is_some());
         let Some(snapshot) = snapshot else {
             history.healthy = false;
             return;
         };
-        while history.entries.back().is_some_and(|e| e.at >= now) {
-            history.entries.pop_back();
+        if history.entries.back().is_some_and(|e| e.at >= now) {
+            while history.entries.back().is_some_and(|e| e.at >= now) {
+                history.entries.pop_back();
+            }
+            history.last_restart_at = history
+                .entries
+                .iter()
+                .rev()
+                .find(|e| e.restart_before)
+                .map(|e| e.at);
         }
         let restart_before = history
             .entries
@@ -129,6 +142,9 @@ impl FleetWindow {
             process_start_time_seconds,
             created_min_seconds,
         };
+        if restart_before {
+            history.last_restart_at = Some(now);
+        }
         history.entries.push_back(Entry {
             at: now,
             counters: Counters {
@@ -259,9 +275,13 @@ fn prune(entries: &mut VecDeque<Entry>, now: Duration, settings: &SignalSettings
     while entries.len() > MAX_ENTRIES_PER_POD {
         entries.pop_front();
     }
+    // Histograms are dropped oldest first, so the ones still held form a suffix: walk back
+    // from the baseline only until the first already-dropped sample.
     let latency_base = baseline(entries, now, settings.latency_window);
-    for entry in entries.iter_mut().take(latency_base) {
-        entry.hists = None;
+    for entry in entries.range_mut(..latency_base).rev() {
+        if entry.hists.take().is_none() {
+            break;
+        }
     }
 }
 
@@ -349,8 +369,12 @@ impl PodCompute {
             preemptions_per_second: None,
             reset_in_window: false,
         };
-        let spans_restart =
-            |base: usize| entries.range(base + 1..).any(|entry| entry.restart_before);
+        // A restart lies inside the window when a sample after the baseline follows one.
+        let spans_restart = |base: usize| {
+            history
+                .last_restart_at
+                .is_some_and(|at| at > entries[base].at)
+        };
 
         let base_index = baseline(entries, now, settings.latency_window);
         if base_index < last_index {
@@ -494,7 +518,12 @@ impl FleetAccumulator {
         self.requests_finished += pod.success_total.unwrap_or(0.0);
         for (reason, delta) in &pod.success {
             if let Some(rate) = pod.per_second(Some(*delta)) {
-                *self.by_reason.entry(reason.clone()).or_default() += rate;
+                match self.by_reason.get_mut(reason) {
+                    Some(total) => *total += rate,
+                    None => {
+                        self.by_reason.insert(reason.clone(), rate);
+                    }
+                }
             }
         }
         if let Some(kv) = latest.kv_max {
