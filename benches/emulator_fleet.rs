@@ -199,6 +199,7 @@ async fn run_one(n: usize, args: &Args) {
     tokio::time::sleep(period + Duration::from_millis(300)).await;
     measuring.store(true, Ordering::Relaxed);
     let (cpu0, _) = proc_usage(pid);
+    let (self_cpu0, _) = proc_usage(std::process::id());
     let m0 = Instant::now();
     let mut rss_max = 0;
     let mut last_print = Instant::now();
@@ -217,6 +218,7 @@ async fn run_one(n: usize, args: &Args) {
         }
     }
     let (cpu1, rss) = proc_usage(pid);
+    let (self_cpu1, _) = proc_usage(std::process::id());
     let wall = m0.elapsed().as_secs_f64();
     measuring.store(false, Ordering::Relaxed);
     for t in &tasks {
@@ -226,7 +228,7 @@ async fn run_one(n: usize, args: &Args) {
     let okn = ok.load(Ordering::Relaxed);
     let expected = n as f64 * wall / 2.0;
     println!(
-        "| {n} | {:.1} | {okn} / {:.0} | {} | {:.1} / {:.1} / {:.1} | {:.0} | {:.1} | {:.0} | {:.0} |",
+        "| {n} | {:.1} | {okn} / {:.0} | {} | {:.1} / {:.1} / {:.1} | {:.0} | {:.1} | {:.0} | {:.0} | {:.1} |",
         startup.as_secs_f64(),
         expected,
         failed.load(Ordering::Relaxed),
@@ -237,6 +239,7 @@ async fn run_one(n: usize, args: &Args) {
         (cpu1 - cpu0) / wall * 100.0,
         rss.max(rss_max) as f64 / 1048576.0,
         rss.max(rss_max) as f64 / 1024.0 / n as f64,
+        (self_cpu1 - self_cpu0) / wall * 100.0,
     );
 }
 
@@ -251,9 +254,9 @@ fn main() {
         args.seconds, args.rps_per_replica
     );
     println!(
-        "| replicas | start-up s | scrapes ok / due | failed | scrape ms p50 / p99 / max | body KiB | emulator CPU % of one core | emulator RSS MiB | RSS KiB per replica |"
+        "| replicas | start-up s | scrapes ok / due | failed | scrape ms p50 / p99 / max | body KiB | emulator CPU % of one core | emulator RSS MiB | RSS KiB per replica | scraper CPU % of one core |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for &n in &args.replicas {
         rt.block_on(run_one(n, &args));
         std::thread::sleep(Duration::from_millis(500));

@@ -4,7 +4,7 @@
 //! own serving HTTP (see [`super::server`]).
 
 use super::stats::Histogram;
-use super::text::{Writer, py_float};
+use super::text::{Writer, le_labels};
 
 /// Buckets of `http_request_duration_highr_seconds`.
 const HTTP_HIGHR_BUCKETS: &[f64] = &[
@@ -181,18 +181,12 @@ impl HttpStats {
         let name = "http_request_duration_seconds";
         let help = "Latency with only few buckets by handler. Made to be only used if aggregation by handler is important. ";
         w.header(name, help, "histogram");
-        let mut le = String::new();
         for (h, m, hist, _) in &self.durations {
-            for (i, cumulative) in hist.cumulative().enumerate() {
-                le.clear();
-                py_float(
-                    hist.bounds().get(i).copied().unwrap_or(f64::INFINITY),
-                    &mut le,
-                );
+            for (le, cumulative) in le_labels(hist.bounds()).iter().zip(hist.cumulative()) {
                 w.sample(
                     name,
                     "_bucket",
-                    &[("handler", h), ("le", &le), ("method", m)],
+                    &[("handler", h), ("le", le), ("method", m)],
                     cumulative as f64,
                 );
             }

@@ -129,20 +129,16 @@ const HELP_WAITING: &str = "Number of requests waiting to be processed.";
 
 fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     let stats = engine.stats();
-    let mut plain = Writer {
-        out,
-        base: Vec::new(),
-        created: Some(info.start_unix_seconds),
-    };
+    let mut plain = Writer::new(out, Vec::new(), Some(info.start_unix_seconds));
     process_metrics(&mut plain, info.start_unix_seconds);
-    let mut w = Writer {
-        out: plain.out,
-        base: vec![
-            ("engine", info.engine_index.to_string()),
-            ("model_name", info.model_name.to_string()),
-        ],
-        created: Some(info.start_unix_seconds),
-    };
+    let mut w = Writer::new(
+        plain.out,
+        Writer::base_labels(&[
+            ("engine", &info.engine_index.to_string()),
+            ("model_name", info.model_name),
+        ]),
+        Some(info.start_unix_seconds),
+    );
     w.gauge(
         "vllm:num_requests_running",
         "Number of requests in model execution batches.",
@@ -342,11 +338,11 @@ fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
 
 fn render_v0(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
     let stats = engine.stats();
-    let mut w = Writer {
+    let mut w = Writer::new(
         out,
-        base: vec![("model_name", info.model_name.to_string())],
-        created: None,
-    };
+        Writer::base_labels(&[("model_name", info.model_name)]),
+        None,
+    );
     let none: &[(&str, &str)] = &[];
     let prompt = stats.prompt_tokens_total as f64;
     let generation = stats.generation_tokens_total as f64;

@@ -12,6 +12,8 @@ pub mod fleet;
 pub mod http_stats;
 pub mod metrics;
 pub mod openai;
+pub mod request;
+mod routes;
 pub mod server;
 pub mod stats;
 pub mod text;
@@ -19,10 +21,11 @@ pub mod text;
 pub use config::{
     ConfigError, EngineConfig, MetricsShape, RequestShape, SaturationLimit, SaturationPrediction,
 };
-pub use engine::{Engine, Event, FinishReason, RejectError, RequestId, RequestRecord, RequestSpec};
+pub use engine::Engine;
 pub use fleet::{Fleet, ReplicaHandle};
 pub use http_stats::{HttpObservation, HttpStats};
 pub use metrics::{RenderInfo, render, render_string};
+pub use request::{Event, FinishReason, RejectError, RequestId, RequestRecord, RequestSpec};
 pub use server::{FaultState, FaultUpdate, Replica, ReplicaConfig, ReplicaSnapshot};
 pub use text::py_float;
 

@@ -19,6 +19,15 @@ pub fn py_float(v: f64, out: &mut String) {
         out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
         return;
     }
+    // Fast path for the common case, whole numbers below a million: `14.0`, `-3.0`.
+    if v.fract() == 0.0 && v.abs() < 1e6 {
+        if v == 0.0 && v.is_sign_negative() {
+            out.push_str("-0.0");
+        } else {
+            let _ = write!(out, "{}.0", v as i64);
+        }
+        return;
+    }
     // Shortest round-trip digits and the decimal exponent of the first digit.
     let sci = format!("{:e}", v.abs());
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
@@ -83,42 +92,121 @@ fn escape_label(value: &str, out: &mut String) {
 /// label, keeping labels sorted by name like the fixtures.
 pub(crate) struct Writer<'o> {
     pub(crate) out: &'o mut String,
-    /// Sorted base labels.
+    /// Base labels, sorted by name, values already escaped (see [`Writer::base_labels`]).
     pub(crate) base: Vec<(&'static str, String)>,
     pub(crate) created: Option<f64>,
+    /// `created` formatted once per body.
+    created_text: String,
 }
 
-impl Writer<'_> {
+/// The `le` label values of a bucket table (finite bounds then `+Inf`), formatted once per
+/// process: bucket tables are `'static` and few.
+pub(crate) fn le_labels(bounds: &'static [f64]) -> &'static [String] {
+    type Cache = Vec<(usize, &'static [String])>;
+    static CACHE: std::sync::Mutex<Cache> = std::sync::Mutex::new(Vec::new());
+    let key = bounds.as_ptr() as usize ^ bounds.len().rotate_left(48);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
+        return v;
+    }
+    let labels: Vec<String> = bounds
+        .iter()
+        .copied()
+        .chain(std::iter::once(f64::INFINITY))
+        .map(|b| {
+            let mut s = String::new();
+            py_float(b, &mut s);
+            s
+        })
+        .collect();
+    let leaked: &'static [String] = Box::leak(labels.into_boxed_slice());
+    cache.push((key, leaked));
+    leaked
+}
+
+impl<'o> Writer<'o> {
+    /// A writer appending to `out` with sorted, escaped `base` labels and, when `created` is
+    /// set, `_created` gauges after every counter and histogram.
+    pub(crate) fn new(
+        out: &'o mut String,
+        base: Vec<(&'static str, String)>,
+        created: Option<f64>,
+    ) -> Self {
+        Writer {
+            out,
+            base,
+            created,
+            created_text: String::new(),
+        }
+    }
+
+    /// Sorted, escaped base labels from `(name, raw value)` pairs.
+    pub(crate) fn base_labels(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+        let mut v: Vec<(&'static str, String)> = pairs
+            .iter()
+            .map(|(k, raw)| {
+                let mut escaped = String::new();
+                escape_label(raw, &mut escaped);
+                (*k, escaped)
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(b.0));
+        v
+    }
+
     pub(crate) fn header(&mut self, name: &str, help: &str, kind: &str) {
         let _ = writeln!(self.out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     }
 
+    /// Writes one sample. `extra` must be sorted by label name; it is merged with the sorted
+    /// base labels without allocating.
     pub(crate) fn sample(&mut self, name: &str, suffix: &str, extra: &[(&str, &str)], value: f64) {
+        self.name_and_labels(name, suffix, extra);
+        py_float(value, self.out);
+        self.out.push('\n');
+    }
+
+    /// Writes one sample whose value is already formatted.
+    fn sample_text(&mut self, name: &str, suffix: &str, extra: &[(&str, &str)], value: &str) {
+        self.name_and_labels(name, suffix, extra);
+        self.out.push_str(value);
+        self.out.push('\n');
+    }
+
+    fn name_and_labels(&mut self, name: &str, suffix: &str, extra: &[(&str, &str)]) {
+        debug_assert!(extra.windows(2).all(|w| w[0].0 < w[1].0), "unsorted labels");
         self.out.push_str(name);
         self.out.push_str(suffix);
-        let mut labels: Vec<(&str, &str)> = self
-            .base
-            .iter()
-            .map(|(k, v)| (*k, v.as_str()))
-            .chain(extra.iter().copied())
-            .collect();
-        labels.sort_by(|a, b| a.0.cmp(b.0));
-        if !labels.is_empty() {
+        if !self.base.is_empty() || !extra.is_empty() {
             self.out.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
+            let (mut b, mut e) = (0, 0);
+            let mut first = true;
+            while b < self.base.len() || e < extra.len() {
+                let take_base =
+                    e >= extra.len() || (b < self.base.len() && self.base[b].0 <= extra[e].0);
+                let (k, v, escaped) = if take_base {
+                    b += 1;
+                    (self.base[b - 1].0, self.base[b - 1].1.as_str(), true)
+                } else {
+                    e += 1;
+                    (extra[e - 1].0, extra[e - 1].1, false)
+                };
+                if !first {
                     self.out.push(',');
                 }
+                first = false;
                 self.out.push_str(k);
                 self.out.push_str("=\"");
-                escape_label(v, self.out);
+                if escaped {
+                    self.out.push_str(v);
+                } else {
+                    escape_label(v, self.out);
+                }
                 self.out.push('"');
             }
             self.out.push('}');
         }
         self.out.push(' ');
-        py_float(value, self.out);
-        self.out.push('\n');
     }
 
     pub(crate) fn gauge(&mut self, name: &str, help: &str, value: f64) {
@@ -128,11 +216,16 @@ impl Writer<'_> {
 
     pub(crate) fn created_family(&mut self, stem: &str, help: &str, children: &[&[(&str, &str)]]) {
         if let Some(created) = self.created {
+            if self.created_text.is_empty() {
+                py_float(created, &mut self.created_text);
+            }
+            let text = std::mem::take(&mut self.created_text);
             let name = format!("{stem}_created");
             self.header(&name, help, "gauge");
             for extra in children {
-                self.sample(&name, "", extra, created);
+                self.sample_text(&name, "", extra, &text);
             }
+            self.created_text = text;
         }
     }
 
@@ -152,11 +245,8 @@ impl Writer<'_> {
         if v0_order {
             self.sample(name, "_sum", &[], h.sum());
         }
-        let mut le = String::new();
-        for (i, cumulative) in h.cumulative().enumerate() {
-            le.clear();
-            py_float(h.bounds().get(i).copied().unwrap_or(f64::INFINITY), &mut le);
-            self.sample(name, "_bucket", &[("le", &le)], cumulative as f64);
+        for (le, cumulative) in le_labels(h.bounds()).iter().zip(h.cumulative()) {
+            self.sample(name, "_bucket", &[("le", le)], cumulative as f64);
         }
         self.sample(name, "_count", &[], h.count() as f64);
         if !v0_order {
