@@ -130,3 +130,43 @@ async fn bad_flags_are_rejected_with_the_fix() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warmup_waits_for_a_server_that_comes_up_late() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let warmup = tokio::spawn(run(strings(&[
+        "warmup",
+        "--url",
+        &format!("http://127.0.0.1:{port}"),
+        "--model",
+        "m",
+        "--requests",
+        "3",
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--timeout-seconds",
+        "40",
+    ])));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!ready.exists(), "no ready file before the server is up");
+    let server = SlotServer::start_on(
+        &format!("127.0.0.1:{port}"),
+        SlotConfig {
+            slots: 1,
+            prefill: Duration::from_millis(1),
+            itl: Duration::from_millis(1),
+        },
+    )
+    .await;
+    let out = warmup.await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("waiting for"), "{stderr}");
+    assert_eq!(server.completions(), 3);
+    assert!(ready.exists());
+}

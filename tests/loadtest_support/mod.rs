@@ -144,6 +144,10 @@ impl SlotServer {
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
+        // Like uvicorn (vLLM's server): no Nagle delay on the small SSE writes.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
