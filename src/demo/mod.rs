@@ -10,7 +10,9 @@
 //! The parts: [`fleet`] plays a Deployment and its headless Service (replicas on 127.0.0.x,
 //! a hosts file as the Service's DNS); [`keda`] plays KEDA and the HPA over real gRPC;
 //! [`load`] shapes the bundled trace into the story; [`view`] draws the terminal;
-//! [`summary`] writes `summary.json`, `timeline.csv` and `demo.svg`.
+//! [`summary`] writes `summary.json`, `timeline.csv` and `demo.svg`. Private: `settings` (the
+//! shortened periods of each mode), `tasks` (the KEDA/HPA loops and the clients) and `run`
+//! (wiring, sampling, stopping).
 
 pub mod fleet;
 pub mod keda;
@@ -19,10 +21,13 @@ pub mod summary;
 pub mod view;
 
 mod run;
+mod settings;
+mod tasks;
 
 use std::path::PathBuf;
 
-pub use run::{Settings, execute};
+pub use run::execute;
+pub use settings::Settings;
 
 /// Command-line arguments.
 #[derive(Debug, Clone, clap::Args)]
