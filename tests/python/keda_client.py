@@ -1,0 +1,106 @@
+"""A stand-in for KEDA and the HPA, written from KEDA's documented behaviour, independent of the
+Rust code: it speaks gRPC through stubs generated from our proto by grpc_tools.
+
+What it does, per HPA sync (KEDA's HPA path):
+  GetMetricSpec -> GetMetrics -> IsActive, all within one 3 s deadline;
+  an error from GetMetrics or IsActive is retried once at once (KEDA's behaviour);
+  value conversion: the float field when > 0, else the int field; rounded to 3 decimals;
+  negative or NaN -> 0;
+  the HPA AverageValue rule: desired = ceil(sum / target) unless
+  |sum / (target x current) - 1| <= tolerance (0.1, inclusive), then unchanged;
+  clamped to the ScaledObject's [minReplicaCount, maxReplicaCount].
+The HPA's own behaviour policies are taken as permissive (stabilisation 0, no rate limit), so
+the scaler's rate limits and hysteresis are what the test observes.
+"""
+
+import math
+import time
+from dataclasses import dataclass
+
+import grpc
+
+HPA_DEADLINE_SECONDS = 3.0
+CHANNEL_OPTIONS = [("grpc.enable_http_proxy", 0)]
+
+
+def keda_value(metric_value) -> float:
+    """KEDA's conversion of one MetricValue to a quantity."""
+    v = metric_value.metricValueFloat
+    if not (v > 0):  # also catches NaN
+        v = float(metric_value.metricValue)
+    if math.isnan(v) or v < 0:
+        return 0.0
+    return round(v, 3)
+
+
+def spec_target(spec) -> float:
+    v = spec.targetSizeFloat
+    return v if v > 0 else float(spec.targetSize)
+
+
+def hpa_average_value(total: float, target: float, current: int, tolerance: float = 0.1) -> int:
+    """The HPA's desired replicas for an AverageValue metric."""
+    if current > 0:
+        ratio = total / (target * current)
+        if abs(ratio - 1.0) <= tolerance:
+            return current
+    return int(math.ceil(total / target))
+
+
+@dataclass
+class Poll:
+    """One HPA sync as KEDA performs it."""
+    at: float
+    metric_name: str
+    target: float
+    value: float
+    desired: int
+    active: bool
+
+
+class Keda:
+    """KEDA's scaler client for one ScaledObject (trigger type `external`)."""
+
+    def __init__(self, stubs, address: str, namespace: str, name: str, metadata: dict,
+                 min_replicas: int, max_replicas: int, tolerance: float = 0.1):
+        self.pb2, pb2_grpc = stubs
+        self.channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self.stub = pb2_grpc.ExternalScalerStub(self.channel)
+        self.ref = self.pb2.ScaledObjectRef(name=name, namespace=namespace,
+                                            scalerMetadata=metadata)
+        self.min_replicas = min_replicas
+        self.max_replicas = max_replicas
+        self.tolerance = tolerance
+
+    def close(self):
+        self.channel.close()
+
+    def _call(self, method, request, deadline: float, retry: bool):
+        attempts = 2 if retry else 1
+        for attempt in range(attempts):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("the HPA's 3 s deadline ran out")
+            try:
+                return method(request, timeout=remaining)
+            except grpc.RpcError:
+                if attempt == attempts - 1:
+                    raise
+
+    def poll(self, current_replicas: int) -> Poll:
+        """One HPA sync; raises grpc.RpcError when the scaler answered an error twice."""
+        deadline = time.monotonic() + HPA_DEADLINE_SECONDS
+        spec = self._call(self.stub.GetMetricSpec, self.ref, deadline, retry=False)
+        assert len(spec.metricSpecs) == 1, spec
+        metric = spec.metricSpecs[0]
+        request = self.pb2.GetMetricsRequest(scaledObjectRef=self.ref,
+                                             metricName=metric.metricName)
+        metrics = self._call(self.stub.GetMetrics, request, deadline, retry=True)
+        assert len(metrics.metricValues) >= 1, "GetMetrics must return at least one value"
+        total = sum(keda_value(v) for v in metrics.metricValues)
+        target = spec_target(metric)
+        active = self._call(self.stub.IsActive, self.ref, deadline, retry=True).result
+        desired = hpa_average_value(total, target, current_replicas, self.tolerance)
+        desired = max(self.min_replicas, min(self.max_replicas, desired))
+        return Poll(at=time.monotonic(), metric_name=metric.metricName, target=target,
+                    value=total, desired=desired, active=active)
