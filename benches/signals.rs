@@ -9,7 +9,8 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use vllm_keda_scaler::exposition;
 use vllm_keda_scaler::signals::{FleetWindow, PodSnapshot, SignalSettings};
 
@@ -105,7 +106,71 @@ fn step(idle: &PodSnapshot, loaded: &PodSnapshot) -> PodSnapshot {
     out
 }
 
-fn bench_fleet(c: &mut Criterion, name: &str, interval: Duration) {
+/// CPU time of the benchmark thread (Linux `/proc/thread-self/schedstat`, nanoseconds): on a
+/// shared machine this leaves out the time other jobs held the cores. The kernel updates it at
+/// scheduler ticks, so single readings can be a tick late; over many samples that averages out.
+struct ThreadCpuTime;
+
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Measurement for ThreadCpuTime {
+    type Intermediate = u64;
+    type Value = u64;
+    fn start(&self) -> u64 {
+        thread_cpu_ns()
+    }
+    fn end(&self, start: u64) -> u64 {
+        thread_cpu_ns().saturating_sub(start)
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, value: &u64) -> f64 {
+        *value as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        &CpuFormatter
+    }
+}
+
+struct CpuFormatter;
+
+impl ValueFormatter for CpuFormatter {
+    fn scale_values(&self, typical_ns: f64, values: &mut [f64]) -> &'static str {
+        let (factor, unit) = if typical_ns < 1e3 {
+            (1.0, "ns cpu")
+        } else if typical_ns < 1e6 {
+            (1e-3, "µs cpu")
+        } else if typical_ns < 1e9 {
+            (1e-6, "ms cpu")
+        } else {
+            (1e-9, "s cpu")
+        };
+        for value in values {
+            *value *= factor;
+        }
+        unit
+    }
+    fn scale_throughputs(&self, _: f64, _: &Throughput, values: &mut [f64]) -> &'static str {
+        for value in values {
+            *value = 0.0;
+        }
+        "n/a"
+    }
+    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
+        "ns"
+    }
+}
+
+fn bench_fleet<M: Measurement + 'static>(c: &mut Criterion<M>, name: &str, interval: Duration) {
     let idle = snapshot("vllm-v1-idle.prom");
     let loaded = snapshot("vllm-v1-loaded.prom");
     let step = step(&idle, &loaded);
@@ -148,7 +213,7 @@ fn bench_fleet(c: &mut Criterion, name: &str, interval: Duration) {
     });
 }
 
-fn record_and_compute(c: &mut Criterion) {
+fn record_and_compute(c: &mut Criterion<WallTime>) {
     bench_fleet(
         c,
         "record_and_compute_1000_pods_15s_scrapes",
@@ -157,6 +222,19 @@ fn record_and_compute(c: &mut Criterion) {
     bench_fleet(
         c,
         "record_and_compute_1000_pods_1s_scrapes",
+        Duration::from_secs(1),
+    );
+}
+
+fn record_and_compute_cpu(c: &mut Criterion<ThreadCpuTime>) {
+    bench_fleet(
+        c,
+        "cpu/record_and_compute_1000_pods_15s_scrapes",
+        Duration::from_secs(15),
+    );
+    bench_fleet(
+        c,
+        "cpu/record_and_compute_1000_pods_1s_scrapes",
         Duration::from_secs(1),
     );
 }
@@ -174,4 +252,12 @@ criterion_group! {
     config = Criterion::default().sample_size(20).measurement_time(Duration::from_secs(10));
     targets = record_and_compute, extract
 }
-criterion_main!(benches);
+criterion_group! {
+    name = cpu;
+    config = Criterion::default()
+        .with_measurement(ThreadCpuTime)
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
+    targets = record_and_compute_cpu
+}
+criterion_main!(benches, cpu);

@@ -30,7 +30,10 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    vllm_keda_scaler::telemetry::init_logging();
+    // The demo draws its own terminal view and sets up its own (quieter) logging.
+    if !matches!(cli.command, Command::Demo(_)) {
+        vllm_keda_scaler::telemetry::init_logging();
+    }
     let result = match cli.command {
         Command::Serve(args) => vllm_keda_scaler::serve::run(args),
         Command::Check(args) => vllm_keda_scaler::check::run(args),

@@ -144,18 +144,21 @@ fn table_output_and_bad_input_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoints_mode_scrapes_twice_and_keeps_a_dead_target_unknown() {
+    let dcgm = std::fs::read_to_string(fixture("dcgm.prom")).unwrap();
     let idle = std::fs::read_to_string(fixture("vllm-v1-idle.prom")).unwrap();
     let loaded = std::fs::read_to_string(fixture("vllm-v1-loaded.prom")).unwrap();
     let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = served.clone();
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let body = if n == 0 { idle.clone() } else { loaded.clone() };
-            async move { body }
-        }),
-    );
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let body = if n == 0 { idle.clone() } else { loaded.clone() };
+                async move { body }
+            }),
+        )
+        .route("/dcgm", axum::routing::get(move || async move { dcgm }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -165,6 +168,7 @@ async fn endpoints_mode_scrapes_twice_and_keeps_a_dead_target_unknown() {
     drop(dead);
 
     let endpoints = format!("http://{addr}/metrics,{dead_addr}");
+    let dcgm_endpoints = format!("http://{addr}/dcgm");
     let output = tokio::time::timeout(
         Duration::from_secs(30),
         tokio::process::Command::new(BIN)
@@ -175,6 +179,8 @@ async fn endpoints_mode_scrapes_twice_and_keeps_a_dead_target_unknown() {
                 "0.5",
                 "--endpoints",
                 &endpoints,
+                "--dcgm-endpoints",
+                &dcgm_endpoints,
             ])
             .output(),
     )
@@ -203,6 +209,14 @@ async fn endpoints_mode_scrapes_twice_and_keeps_a_dead_target_unknown() {
     );
     assert!(!dead_pod["errors"].as_array().unwrap().is_empty());
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // IP targets cannot be matched to the `pod` labels: every GPU of the exporter counts.
+    assert_eq!(report["gpu"]["gpus"], 2);
+    assert!(within(
+        &report["gpu"]["power_watts_total"],
+        612.347 + 241.905,
+        1e-9
+    ));
+    assert_eq!(report["gpu"]["utilization"]["max"], 0.97);
 }
 
 #[test]

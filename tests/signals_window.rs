@@ -376,3 +376,78 @@ fn a_body_without_vllm_load_gauges_is_unknown_not_idle() {
     assert_eq!((s.pods_total, s.pods_healthy), (3, 1));
     assert_eq!(s.fleet.queue_depth, 3.0);
 }
+
+#[test]
+fn a_scrape_gap_longer_than_the_window_gives_no_stale_delta() {
+    let mut w = window();
+    let mut pod = Pod::new();
+    w.record(secs(0), "a", Some(pod.snapshot()));
+    pod.finish(&[1.0, 0.0, 0.0, 0.0]);
+    w.record(secs(15), "a", Some(pod.snapshot()));
+    for t in (30..=300).step_by(15) {
+        w.record(secs(t), "a", None);
+    }
+    assert_eq!(w.compute(secs(300)).pods_healthy, 0);
+    pod.finish(&[5.0, 0.0, 0.0, 0.0]);
+    w.record(secs(315), "a", Some(pod.snapshot()));
+    // Back, but the only earlier sample is 300 s old: no 60 s rate from it.
+    let s = w.compute(secs(315));
+    assert_eq!(s.pods_healthy, 1);
+    assert_eq!(s.fleet.requests_per_second, None);
+    assert_eq!(s.fleet.queue_depth, 3.0);
+    pod.finish(&[3.0, 0.0, 0.0, 0.0]);
+    w.record(secs(330), "a", Some(pod.snapshot()));
+    assert_eq!(
+        w.compute(secs(330)).fleet.requests_per_second,
+        Some(3.0 / 15.0)
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Whatever the counters do (grow, stall, restart), rates are never negative and
+    /// quantiles stay inside [0, highest finite bucket].
+    #[test]
+    fn rates_never_negative_quantiles_bounded(
+        steps in proptest::collection::vec((0u8..6, 0u32..20, 0u32..20, 0u32..20), 2..40),
+    ) {
+        let mut w = window();
+        let mut pod = Pod::new();
+        for (i, (action, a, b, c)) in steps.into_iter().enumerate() {
+            if action == 0 {
+                // Restart: everything starts over lower.
+                let start = pod.start_time + 1.0;
+                pod = Pod::new();
+                pod.e2e = vec![0.0, 0.0, 0.0, 0.0];
+                pod.stop = 0.0;
+                pod.preemptions = 0.0;
+                pod.generation_tokens = 0.0;
+                pod.start_time = start;
+            } else {
+                pod.finish(&[f64::from(a), f64::from(b), f64::from(c), 0.0]);
+                pod.preemptions += f64::from(a % 3);
+            }
+            let now = secs(15 * i as u64);
+            w.record(now, "a", Some(pod.snapshot()));
+            let s = w.compute(now);
+            let f = &s.fleet;
+            for rate in [
+                f.requests_per_second,
+                f.preemptions_per_second,
+                f.generation_tokens_per_second,
+                f.prompt_tokens_per_second,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                proptest::prop_assert!(rate >= 0.0 && rate.is_finite(), "{rate}");
+            }
+            proptest::prop_assert!(f.requests_finished_in_window >= 0.0);
+            let e2e = f.e2e_latency_seconds;
+            for q in [e2e.p50, e2e.p95, e2e.p99].into_iter().flatten() {
+                proptest::prop_assert!((0.0..=10.0).contains(&q), "{q}");
+            }
+        }
+    }
+}

@@ -3,9 +3,11 @@
 //!
 //! Owns: the `check` command line, gathering the two rounds, and feeding them through the same
 //! parser and [`crate::signals::FleetWindow`] the service uses. Does not own: the signal math
-//! (see [`crate::signals`]); the report text lives in [`report`].
+//! (see [`crate::signals`]); the report and its advice live in [`report`], the table
+//! rendering in `table`.
 
 pub mod report;
+mod table;
 
 use std::path::PathBuf;
 use std::time::Duration;

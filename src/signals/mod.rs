@@ -6,12 +6,18 @@
 //! fetching or parsing. Pure: every function takes `now` (time since the caller's origin).
 //!
 //! Layout: [`snapshot`] (one body -> [`PodSnapshot`]), [`histogram`] (bucket deltas and PromQL's
-//! `histogram_quantile`), [`window`] (per-pod history, restarts, health, fleet aggregation in
-//! [`FleetWindow`]) and [`gpu`] (DCGM exporter readings, tier 3).
+//! `histogram_quantile`), [`window`] (per-pod history, restarts and health in [`FleetWindow`]),
+//! `aggregate` (two samples of a pod to its signals, and the fleet sums) and [`gpu`] (DCGM
+//! exporter readings, tier 3).
 //!
 //! Semantics in one place:
 //! - A window compares the latest sample of a pod with the one at or just before
-//!   `now - window` (the oldest kept sample while history is shorter than the window).
+//!   `now - window` (the oldest kept sample while history is shorter than the window). Memory
+//!   stays small: full samples (histograms) are kept only inside the latency window and at most
+//!   16 per window (scraped faster than that, the latency window spans 15/16 to all of its
+//!   length); older samples keep only their time and preemption counter. After a scrape gap
+//!   longer than the window (a baseline older than `now - 2 * window`), the first sample inside
+//!   the window is the baseline: a delta never averages over the whole gap.
 //! - Quantiles are PromQL's `histogram_quantile(q, sum(rate(x_bucket[w])) by (le))` computed on
 //!   per-`le` bucket deltas summed across pods (quantiles are ratio-invariant, so rates and
 //!   deltas give the same answer); no observation in the window gives `None` (undefined, calm).
@@ -26,6 +32,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+mod aggregate;
 pub mod gpu;
 pub mod histogram;
 pub mod snapshot;

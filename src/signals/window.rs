@@ -8,59 +8,66 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use super::aggregate::{FleetAccumulator, PodCompute};
 use super::gpu::{self, GpuHistory, GpuSnapshot};
-use super::histogram::{Bucket, Histogram, merge_buckets, quantiles_of};
+use super::histogram::Histogram;
 use super::snapshot::PodSnapshot;
-use super::{FleetSignals, MaxMean, PodSignals, SignalSet, SignalSettings};
+use super::{FleetSignals, PodSignals, SignalSet, SignalSettings};
 
 /// Hard cap on kept samples per pod (a 1 s scrape interval with a 300 s window needs 301).
 const MAX_ENTRIES_PER_POD: usize = 1024;
 
-/// Histograms kept per sample: e2e, TTFT, ITL, queue time, iteration tokens.
-const E2E: usize = 0;
-const TTFT: usize = 1;
-const ITL: usize = 2;
-const QUEUE: usize = 3;
-const ITERATION: usize = 4;
-type Hists = [Option<Histogram>; 5];
+/// Full samples (histograms, token and request counters) kept per latency window at most:
+/// scraped more often than `latency_window / 16`, the full samples in between are thinned, so
+/// the latency window spans between 15/16 of its length and its length.
+const FULL_SAMPLES_PER_WINDOW: u32 = 16;
 
-/// The counters of one sample (small: kept for the whole preemption window).
+/// Histograms kept per sample: e2e, TTFT, ITL, queue time, iteration tokens.
+pub(super) const E2E: usize = 0;
+pub(super) const TTFT: usize = 1;
+pub(super) const ITL: usize = 2;
+pub(super) const QUEUE: usize = 3;
+pub(super) const ITERATION: usize = 4;
+pub(super) type Hists = [Option<Histogram>; 5];
+
+/// What only the latency window needs: dropped once a sample is older than its baseline.
 #[derive(Debug, Clone, Default)]
-struct Counters {
-    preemptions: Option<f64>,
-    prompt: Option<f64>,
-    generation: Option<f64>,
-    success: Vec<(String, f64)>,
+pub(super) struct Detail {
+    pub(super) prompt: Option<f64>,
+    pub(super) generation: Option<f64>,
+    pub(super) success: Vec<(String, f64)>,
+    pub(super) hists: Hists,
 }
 
+/// One sample. Samples older than the latency baseline shrink to a few words (time,
+/// preemption counter, restart flag): the 300 s preemption window costs little.
 #[derive(Debug, Clone)]
-struct Entry {
-    at: Duration,
-    counters: Counters,
-    /// Full histograms, dropped once the sample is older than the latency baseline.
-    hists: Option<Box<Hists>>,
+pub(super) struct Entry {
+    pub(super) at: Duration,
+    pub(super) preemptions: Option<f64>,
+    pub(super) detail: Option<Box<Detail>>,
     /// A restart happened between the previous sample and this one.
-    restart_before: bool,
+    pub(super) restart_before: bool,
 }
 
 /// Values of the latest successful scrape that are not compared across samples.
 #[derive(Debug, Clone, Default)]
-struct Latest {
-    waiting: Option<f64>,
-    running: Option<f64>,
-    kv_max: Option<f64>,
-    kv_mean: Option<f64>,
-    process_start_time_seconds: Option<f64>,
-    created_min_seconds: Option<f64>,
+pub(super) struct Latest {
+    pub(super) waiting: Option<f64>,
+    pub(super) running: Option<f64>,
+    pub(super) kv_max: Option<f64>,
+    pub(super) kv_mean: Option<f64>,
+    pub(super) process_start_time_seconds: Option<f64>,
+    pub(super) created_min_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]
-struct PodHistory {
-    healthy: bool,
-    entries: VecDeque<Entry>,
-    latest: Latest,
+pub(super) struct PodHistory {
+    pub(super) healthy: bool,
+    pub(super) entries: VecDeque<Entry>,
+    pub(super) latest: Latest,
     /// Time of the newest kept sample that follows a restart.
-    last_restart_at: Option<Duration>,
+    pub(super) last_restart_at: Option<Duration>,
 }
 
 /// Per-pod history for a fleet, and the aggregation over it.
@@ -147,22 +154,20 @@ impl FleetWindow {
         }
         history.entries.push_back(Entry {
             at: now,
-            counters: Counters {
-                preemptions: preemptions_total,
+            preemptions: preemptions_total,
+            detail: Some(Box::new(Detail {
                 prompt: prompt_tokens_total,
                 generation: generation_tokens_total,
                 success: request_success_total.into_iter().collect(),
-            },
-            hists: Some(Box::new([
-                e2e_latency,
-                ttft,
-                itl,
-                queue_time,
-                iteration_tokens,
-            ])),
+                hists: [e2e_latency, ttft, itl, queue_time, iteration_tokens],
+            })),
             restart_before,
         });
         history.healthy = true;
+        thin(
+            &mut history.entries,
+            self.settings.latency_window / FULL_SAMPLES_PER_WINDOW,
+        );
         prune(&mut history.entries, now, &self.settings);
     }
 
@@ -275,18 +280,31 @@ fn prune(entries: &mut VecDeque<Entry>, now: Duration, settings: &SignalSettings
     while entries.len() > MAX_ENTRIES_PER_POD {
         entries.pop_front();
     }
-    // Histograms are dropped oldest first, so the ones still held form a suffix: walk back
-    // from the baseline only until the first already-dropped sample.
     let latency_base = baseline(entries, now, settings.latency_window);
-    for entry in entries.range_mut(..latency_base).rev() {
-        if entry.hists.take().is_none() {
-            break;
-        }
+    for entry in entries.range_mut(..latency_base) {
+        entry.detail = None;
+    }
+}
+
+/// Keeps full samples at least `spacing` apart (the newest always stays full): the previous
+/// newest loses its detail when the full sample before it is closer than `spacing`.
+fn thin(entries: &mut VecDeque<Entry>, spacing: Duration) {
+    let n = entries.len();
+    if n < 3 {
+        return;
+    }
+    let older = entries
+        .range(..n - 2)
+        .rev()
+        .find(|e| e.detail.is_some())
+        .map(|e| e.at);
+    if older.is_some_and(|older| entries[n - 2].at.saturating_sub(older) < spacing) {
+        entries[n - 2].detail = None;
     }
 }
 
 /// Index of the sample at or just before `now - window`, else the oldest kept.
-fn baseline(entries: &VecDeque<Entry>, now: Duration, window: Duration) -> usize {
+pub(super) fn baseline(entries: &VecDeque<Entry>, now: Duration, window: Duration) -> usize {
     match now.checked_sub(window) {
         Some(cutoff) => entries
             .partition_point(|e| e.at <= cutoff)
@@ -307,9 +325,13 @@ fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
     {
         return true;
     }
-    let c = &prev.counters;
-    if went_down(c.preemptions, snapshot.preemptions_total)
-        || went_down(c.prompt, snapshot.prompt_tokens_total)
+    if went_down(prev.preemptions, snapshot.preemptions_total) {
+        return true;
+    }
+    let Some(c) = prev.detail.as_deref() else {
+        return false;
+    };
+    if went_down(c.prompt, snapshot.prompt_tokens_total)
         || went_down(c.generation, snapshot.generation_tokens_total)
     {
         return true;
@@ -322,9 +344,7 @@ fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
     }) {
         return true;
     }
-    let Some(hists) = &prev.hists else {
-        return false;
-    };
+    let hists = &c.hists;
     let new: [&Option<Histogram>; 5] = [
         &snapshot.e2e_latency,
         &snapshot.ttft,
@@ -339,232 +359,6 @@ fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
             (Some(before), Some(now)) => !now.same_layout(before) || now.decreased_from(before),
             _ => false,
         })
-}
-
-/// One healthy pod's deltas at `now`.
-struct PodCompute {
-    /// Seconds between the latency baseline and the latest sample (when a delta exists).
-    latency_seconds: Option<f64>,
-    hists: Hists,
-    prompt: Option<f64>,
-    generation: Option<f64>,
-    success: Vec<(String, f64)>,
-    success_total: Option<f64>,
-    preemptions_per_second: Option<f64>,
-    reset_in_window: bool,
-}
-
-impl PodCompute {
-    fn new(history: &PodHistory, now: Duration, settings: &SignalSettings) -> Self {
-        let entries = &history.entries;
-        let last_index = entries.len() - 1;
-        let last = &entries[last_index];
-        let mut out = PodCompute {
-            latency_seconds: None,
-            hists: Default::default(),
-            prompt: None,
-            generation: None,
-            success: Vec::new(),
-            success_total: None,
-            preemptions_per_second: None,
-            reset_in_window: false,
-        };
-        // A restart lies inside the window when a sample after the baseline follows one.
-        let spans_restart = |base: usize| {
-            history
-                .last_restart_at
-                .is_some_and(|at| at > entries[base].at)
-        };
-
-        let base_index = baseline(entries, now, settings.latency_window);
-        if base_index < last_index {
-            if spans_restart(base_index) {
-                out.reset_in_window = true;
-            } else {
-                let base = &entries[base_index];
-                let seconds = (last.at - base.at).as_secs_f64();
-                out.latency_seconds = Some(seconds);
-                let delta = |a: Option<f64>, b: Option<f64>| match (a, b) {
-                    (Some(then), Some(now)) if now >= then => Some(now - then),
-                    _ => None,
-                };
-                out.prompt = delta(base.counters.prompt, last.counters.prompt);
-                out.generation = delta(base.counters.generation, last.counters.generation);
-                for (reason, now_value) in &last.counters.success {
-                    let then = base.counters.success.iter().find(|(r, _)| r == reason);
-                    if let Some(d) = delta(then.map(|(_, v)| *v), Some(*now_value)) {
-                        out.success.push((reason.clone(), d));
-                    }
-                }
-                if !out.success.is_empty() {
-                    out.success_total = Some(out.success.iter().map(|(_, d)| d).sum());
-                }
-                // The baseline's histograms may be gone when `now` is older than the last
-                // `record`; the next sample that still has them is the closest stand-in.
-                let hist_base = entries
-                    .range(base_index..last_index)
-                    .find_map(|entry| entry.hists.as_deref());
-                if let (Some(then), Some(now)) = (hist_base, last.hists.as_deref()) {
-                    for (slot, (then, now)) in out.hists.iter_mut().zip(then.iter().zip(now)) {
-                        if let (Some(then), Some(now)) = (then, now) {
-                            *slot = now.delta_since(then);
-                        }
-                    }
-                }
-                if out.success_total.is_none() {
-                    out.success_total = out.hists[E2E].as_ref().map(|h| h.count);
-                }
-            }
-        }
-
-        let base_index = baseline(entries, now, settings.preemption_window);
-        if base_index < last_index {
-            if spans_restart(base_index) {
-                out.reset_in_window = true;
-            } else {
-                let base = &entries[base_index];
-                let seconds = (last.at - base.at).as_secs_f64();
-                if let (Some(then), Some(now)) =
-                    (base.counters.preemptions, last.counters.preemptions)
-                {
-                    if now >= then && seconds > 0.0 {
-                        out.preemptions_per_second = Some((now - then) / seconds);
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    fn per_second(&self, delta: Option<f64>) -> Option<f64> {
-        match (delta, self.latency_seconds) {
-            (Some(delta), Some(seconds)) if seconds > 0.0 => Some(delta / seconds),
-            _ => None,
-        }
-    }
-
-    fn signals(&self, latest: &Latest) -> SignalSet {
-        let quantiles = |i: usize| {
-            self.hists[i]
-                .as_ref()
-                .map(|h| quantiles_of(&h.buckets))
-                .unwrap_or_default()
-        };
-        SignalSet {
-            queue_depth: latest.waiting.unwrap_or(0.0),
-            running: latest.running.unwrap_or(0.0),
-            e2e_latency_seconds: quantiles(E2E),
-            ttft_seconds: quantiles(TTFT),
-            itl_seconds: quantiles(ITL),
-            queue_time_seconds: quantiles(QUEUE),
-            requests_per_second: self.per_second(self.success_total),
-            requests_finished_in_window: self.success_total.unwrap_or(0.0),
-            finished_per_second_by_reason: self
-                .success
-                .iter()
-                .filter_map(|(reason, d)| Some((reason.clone(), self.per_second(Some(*d))?)))
-                .collect(),
-            kv_cache_usage: MaxMean {
-                max: latest.kv_max,
-                mean: latest.kv_mean,
-            },
-            preemptions_per_second: self.preemptions_per_second,
-            prompt_tokens_per_second: self.per_second(self.prompt),
-            generation_tokens_per_second: self.per_second(self.generation),
-            batch_tokens_per_step: self.hists[ITERATION]
-                .as_ref()
-                .filter(|h| h.count > 0.0)
-                .map(|h| h.sum / h.count),
-        }
-    }
-}
-
-/// Fleet sums, built pod by pod.
-#[derive(Default)]
-struct FleetAccumulator {
-    queue_depth: f64,
-    running: f64,
-    buckets: [Vec<Bucket>; 4],
-    requests_per_second: Option<f64>,
-    requests_finished: f64,
-    by_reason: BTreeMap<String, f64>,
-    kv: Vec<f64>,
-    preemptions_per_second: Option<f64>,
-    prompt_per_second: Option<f64>,
-    generation_per_second: Option<f64>,
-    iteration_sum: f64,
-    iteration_count: f64,
-}
-
-fn add_opt(into: &mut Option<f64>, value: Option<f64>) {
-    if let Some(value) = value {
-        *into = Some(into.unwrap_or(0.0) + value);
-    }
-}
-
-impl FleetAccumulator {
-    fn add(&mut self, pod: &PodCompute, latest: &Latest) {
-        self.queue_depth += latest.waiting.unwrap_or(0.0);
-        self.running += latest.running.unwrap_or(0.0);
-        for (into, hist) in self.buckets.iter_mut().zip(&pod.hists) {
-            if let Some(hist) = hist {
-                merge_buckets(into, &hist.buckets);
-            }
-        }
-        add_opt(
-            &mut self.requests_per_second,
-            pod.per_second(pod.success_total),
-        );
-        self.requests_finished += pod.success_total.unwrap_or(0.0);
-        for (reason, delta) in &pod.success {
-            if let Some(rate) = pod.per_second(Some(*delta)) {
-                match self.by_reason.get_mut(reason) {
-                    Some(total) => *total += rate,
-                    None => {
-                        self.by_reason.insert(reason.clone(), rate);
-                    }
-                }
-            }
-        }
-        if let Some(kv) = latest.kv_max {
-            self.kv.push(kv);
-        }
-        add_opt(&mut self.preemptions_per_second, pod.preemptions_per_second);
-        add_opt(&mut self.prompt_per_second, pod.per_second(pod.prompt));
-        add_opt(
-            &mut self.generation_per_second,
-            pod.per_second(pod.generation),
-        );
-        if let Some(h) = &pod.hists[ITERATION] {
-            self.iteration_sum += h.sum;
-            self.iteration_count += h.count;
-        }
-    }
-
-    fn finish(self) -> SignalSet {
-        let [e2e, ttft, itl, queue] = &self.buckets;
-        SignalSet {
-            queue_depth: self.queue_depth,
-            running: self.running,
-            e2e_latency_seconds: quantiles_of(e2e),
-            ttft_seconds: quantiles_of(ttft),
-            itl_seconds: quantiles_of(itl),
-            queue_time_seconds: quantiles_of(queue),
-            requests_per_second: self.requests_per_second,
-            requests_finished_in_window: self.requests_finished,
-            finished_per_second_by_reason: self.by_reason,
-            kv_cache_usage: MaxMean {
-                max: self.kv.iter().copied().reduce(f64::max),
-                mean: (!self.kv.is_empty())
-                    .then(|| self.kv.iter().sum::<f64>() / self.kv.len() as f64),
-            },
-            preemptions_per_second: self.preemptions_per_second,
-            prompt_tokens_per_second: self.prompt_per_second,
-            generation_tokens_per_second: self.generation_per_second,
-            batch_tokens_per_step: (self.iteration_count > 0.0)
-                .then(|| self.iteration_sum / self.iteration_count),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -593,11 +387,16 @@ mod tests {
         let entries = &w.pods["a"].entries;
         // The baseline at now - 300 s and the 300 samples after it.
         assert_eq!(entries.len(), 301);
-        let with_hists = entries.iter().filter(|e| e.hists.is_some()).count();
-        assert_eq!(with_hists, 61);
+        // Full samples 3.75 s apart over the 60 s window (plus the newest).
+        let full = entries.iter().filter(|e| e.detail.is_some()).count();
+        assert!((15..=18).contains(&full), "{full} full samples");
         let s = w.compute(Duration::from_secs(9_999));
         assert_eq!(s.fleet.preemptions_per_second, Some(1.0));
         assert_eq!(s.fleet.e2e_latency_seconds.p50, Some(0.5));
+        // The latency window spans between 15/16 of 60 s and 60 s.
+        let finished = s.fleet.requests_finished_in_window;
+        assert!((56.0..=60.0).contains(&finished), "{finished}");
+        assert_eq!(s.fleet.requests_per_second, Some(1.0));
     }
 
     #[test]

@@ -1,0 +1,304 @@
+//! `loadtest` and `warmup` command-line arguments and their validation into configs that cannot
+//! hold a bad value.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::shape::{Arrivals, Shape};
+use super::verdict::VerdictSettings;
+use crate::trace::{LoadStep, step_plan};
+
+/// `loadtest` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadtestArgs {
+    /// Base URL of the OpenAI-compatible server (e.g. http://vllm:8000).
+    #[arg(long)]
+    pub url: String,
+    /// Model name to request.
+    #[arg(long)]
+    pub model: String,
+    /// Offered rates in requests per second, comma separated (default 10,20,...,70).
+    #[arg(long, value_delimiter = ',', conflicts_with = "rps_range")]
+    pub rps: Vec<f64>,
+    /// Offered rates as FROM:TO:STEP (e.g. 10:70:10).
+    #[arg(long)]
+    pub rps_range: Option<String>,
+    /// Seconds of load per step.
+    #[arg(long, default_value_t = 60.0)]
+    pub step_seconds: f64,
+    /// Seconds of rest between steps (and the drain after the last).
+    #[arg(long, default_value_t = 30.0)]
+    pub rest_seconds: f64,
+    /// Sequential warm-up requests before the first step.
+    #[arg(long, default_value_t = 100)]
+    pub warmup: u32,
+    /// Request sizes: fixed:PROMPT:OUTPUT, uniform:PLO-PHI:OLO-OHI or trace:FILE.
+    #[arg(long, default_value = "fixed:512:128")]
+    pub shape: String,
+    /// Arrival spacing within a step.
+    #[arg(long, value_enum, default_value_t = Arrivals::Uniform)]
+    pub arrivals: Arrivals,
+    /// A vLLM pod's /metrics URL (repeat for each pod; default URL/metrics).
+    #[arg(long = "metrics-url")]
+    pub metrics_urls: Vec<String>,
+    /// Skip scraping /metrics (client-side measurements only).
+    #[arg(long, conflicts_with = "metrics_urls")]
+    pub no_metrics: bool,
+    /// Replicas behind the URL (default: the number of metrics URLs).
+    #[arg(long)]
+    pub replicas: Option<usize>,
+    /// Directory for the reports.
+    #[arg(long, default_value = "loadtest-report")]
+    pub out: PathBuf,
+    /// Seconds between /metrics scrapes.
+    #[arg(long, default_value_t = 1.0)]
+    pub scrape_interval_seconds: f64,
+    /// Per-request timeout in seconds.
+    #[arg(long, default_value_t = 300.0)]
+    pub request_timeout_seconds: f64,
+    /// Most requests in flight; arrivals beyond it are counted as dropped.
+    #[arg(long, default_value_t = 20_000)]
+    pub max_in_flight: u64,
+    /// Queue depth per replica still counted as about zero.
+    #[arg(long, default_value_t = 1.0)]
+    pub queue_tolerance: f64,
+    /// Latency has bent when P95 e2e exceeds this factor of the best earlier step.
+    #[arg(long, default_value_t = 2.0)]
+    pub latency_bend: f64,
+    /// Smallest queueDepthPerReplica to recommend.
+    #[arg(long, default_value_t = 3)]
+    pub min_queue_depth: u32,
+    /// Seed for sizes and Poisson arrivals.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// scalerAddress written into the ScaledObject snippet.
+    #[arg(long, default_value = "vllm-keda-scaler.keda.svc.cluster.local:9090")]
+    pub scaler_address: String,
+    /// No live progress line.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// A validated load test.
+#[derive(Debug, Clone)]
+pub struct LoadtestConfig {
+    /// Base URL without a trailing slash.
+    pub url: String,
+    /// Model name.
+    pub model: String,
+    /// The steps.
+    pub plan: Vec<LoadStep>,
+    /// Rest between steps.
+    pub rest: Duration,
+    /// Warm-up requests.
+    pub warmup: u32,
+    /// Request sizes.
+    pub shape: Shape,
+    /// Arrival spacing.
+    pub arrivals: Arrivals,
+    /// /metrics URLs (empty: none).
+    pub metrics_urls: Vec<String>,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Scrape interval.
+    pub scrape_interval: Duration,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+    /// In-flight limit.
+    pub max_in_flight: u64,
+    /// Verdict rules.
+    pub verdict: VerdictSettings,
+    /// Seed.
+    pub seed: u64,
+    /// scalerAddress for the snippet.
+    pub scaler_address: String,
+    /// Show the progress line.
+    pub progress: bool,
+}
+
+fn seconds(name: &str, v: f64, allow_zero: bool) -> anyhow::Result<Duration> {
+    let ok = v.is_finite() && (v > 0.0 || (allow_zero && v == 0.0)) && v < 1e7;
+    anyhow::ensure!(
+        ok,
+        "--{name} {v}: expected a {} number of seconds",
+        if allow_zero {
+            "non-negative"
+        } else {
+            "positive"
+        }
+    );
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Parses `FROM:TO:STEP` into the rates FROM, FROM+STEP, ... up to TO.
+pub fn parse_rps_range(text: &str) -> anyhow::Result<Vec<f64>> {
+    let bad = || {
+        anyhow::anyhow!(
+            "--rps-range {text:?}: expected FROM:TO:STEP with 0 < FROM <= TO and STEP > 0 (e.g. 10:70:10)"
+        )
+    };
+    let parts: Vec<f64> = text
+        .split(':')
+        .map(|p| p.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad())?;
+    let [from, to, step] = parts[..] else {
+        return Err(bad());
+    };
+    if !(from.is_finite()
+        && to.is_finite()
+        && step.is_finite()
+        && from > 0.0
+        && to >= from
+        && step > 0.0)
+    {
+        return Err(bad());
+    }
+    let count = ((to - from) / step + 1e-9).floor() as usize + 1;
+    anyhow::ensure!(
+        count <= 1000,
+        "--rps-range {text:?}: {count} steps is too many (at most 1000)"
+    );
+    Ok((0..count).map(|k| from + k as f64 * step).collect())
+}
+
+/// The base URL: trimmed, without a trailing slash, http(s) only.
+pub fn base_url(flag: &str, url: &str) -> anyhow::Result<String> {
+    let url = url.trim().trim_end_matches('/');
+    anyhow::ensure!(
+        (url.starts_with("http://") || url.starts_with("https://")) && url.len() > "http://".len(),
+        "--{flag} {url:?}: expected an http:// URL such as http://127.0.0.1:8000"
+    );
+    Ok(url.to_string())
+}
+
+impl TryFrom<LoadtestArgs> for LoadtestConfig {
+    type Error = anyhow::Error;
+
+    fn try_from(a: LoadtestArgs) -> anyhow::Result<Self> {
+        let url = base_url("url", &a.url)?;
+        anyhow::ensure!(
+            !a.model.trim().is_empty(),
+            "--model: expected the served model name"
+        );
+        let rates = match (&a.rps_range, a.rps.is_empty()) {
+            (Some(range), _) => parse_rps_range(range)?,
+            (None, true) => (1..=7).map(|k| 10.0 * f64::from(k)).collect(),
+            (None, false) => a.rps.clone(),
+        };
+        for r in &rates {
+            anyhow::ensure!(
+                r.is_finite() && *r > 0.0,
+                "--rps {r}: expected positive requests per second"
+            );
+        }
+        let step = seconds("step-seconds", a.step_seconds, false)?;
+        let rest = seconds("rest-seconds", a.rest_seconds, true)?;
+        let plan = step_plan(&rates, step, rest);
+        let shape = Shape::parse(&a.shape)?;
+        let metrics_urls = if a.no_metrics {
+            Vec::new()
+        } else if a.metrics_urls.is_empty() {
+            vec![format!("{url}/metrics")]
+        } else {
+            a.metrics_urls
+                .iter()
+                .map(|u| base_url("metrics-url", u))
+                .collect::<anyhow::Result<_>>()?
+        };
+        let replicas = a.replicas.unwrap_or(metrics_urls.len().max(1));
+        anyhow::ensure!(replicas > 0, "--replicas 0: expected at least one replica");
+        anyhow::ensure!(
+            a.max_in_flight > 0,
+            "--max-in-flight 0: expected at least 1"
+        );
+        anyhow::ensure!(
+            a.latency_bend.is_finite() && a.latency_bend > 1.0,
+            "--latency-bend {}: expected a factor above 1 (e.g. 2)",
+            a.latency_bend
+        );
+        anyhow::ensure!(
+            a.queue_tolerance.is_finite() && a.queue_tolerance >= 0.0,
+            "--queue-tolerance {}: expected a non-negative queue depth",
+            a.queue_tolerance
+        );
+        Ok(LoadtestConfig {
+            url,
+            model: a.model.trim().to_string(),
+            plan,
+            rest,
+            warmup: a.warmup,
+            shape,
+            arrivals: a.arrivals,
+            metrics_urls,
+            out: a.out,
+            scrape_interval: seconds("scrape-interval-seconds", a.scrape_interval_seconds, false)?,
+            request_timeout: seconds("request-timeout-seconds", a.request_timeout_seconds, false)?,
+            max_in_flight: a.max_in_flight,
+            verdict: VerdictSettings {
+                replicas,
+                queue_zero_tolerance: a.queue_tolerance,
+                latency_bend_factor: a.latency_bend,
+                max_error_rate: 0.01,
+                min_queue_depth_per_replica: a.min_queue_depth.max(1),
+            },
+            seed: a.seed,
+            scaler_address: a.scaler_address,
+            progress: !a.quiet,
+        })
+    }
+}
+
+/// `warmup` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WarmupArgs {
+    /// Base URL of the OpenAI-compatible server (e.g. http://127.0.0.1:8000).
+    #[arg(long)]
+    pub url: String,
+    /// Model name to request.
+    #[arg(long)]
+    pub model: String,
+    /// Sequential requests to send once the server is healthy.
+    #[arg(long, default_value_t = 100)]
+    pub requests: u32,
+    /// File written after the warm-up succeeded (for a readiness probe).
+    #[arg(long)]
+    pub ready_file: Option<PathBuf>,
+    /// Give up (non-zero exit) when the server is not healthy and warmed up within this time.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout_seconds: f64,
+    /// Prompt tokens per warm-up request.
+    #[arg(long, default_value_t = 128)]
+    pub prompt_tokens: u32,
+    /// Output tokens per warm-up request.
+    #[arg(long, default_value_t = 32)]
+    pub output_tokens: u32,
+    /// Health path polled before the first request.
+    #[arg(long, default_value = "/health")]
+    pub health_path: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rps_ranges() {
+        assert_eq!(
+            parse_rps_range("10:70:10").unwrap(),
+            vec![10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0]
+        );
+        assert_eq!(parse_rps_range("0.5:1.5:0.5").unwrap(), vec![0.5, 1.0, 1.5]);
+        for bad in ["10:70", "70:10:10", "10:70:0", "a:b:c", "0:10:1"] {
+            assert!(
+                parse_rps_range(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("FROM:TO:STEP"),
+                "{bad}"
+            );
+        }
+        assert!(base_url("url", "localhost:8000").is_err());
+        assert_eq!(base_url("url", "http://h:1/").unwrap(), "http://h:1");
+    }
+}

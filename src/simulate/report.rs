@@ -1,0 +1,358 @@
+//! What a simulated run cost and what users got: SLO attainment, latency percentiles,
+//! GPU-hours, scale events, flaps and reaction time, per policy; rendered as Markdown or JSON.
+//!
+//! Owns: the per-request SLO judgement and the summary numbers. Does not own: running the
+//! fleet ([`super::fleet`]) or plotting.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// What happened to one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestOutcome {
+    /// When it arrived.
+    pub arrival: Duration,
+    /// When its first token was produced (`None` if never).
+    pub first_token: Option<Duration>,
+    /// When it finished (`None` if it had not finished when the run ended).
+    pub finished: Option<Duration>,
+    /// Output tokens it asked for.
+    pub output_tokens: u32,
+}
+
+impl RequestOutcome {
+    /// Time to first token, seconds.
+    pub fn ttft_seconds(&self) -> Option<f64> {
+        self.first_token
+            .map(|t| t.saturating_sub(self.arrival).as_secs_f64())
+    }
+
+    /// End-to-end latency, seconds.
+    pub fn e2e_seconds(&self) -> Option<f64> {
+        self.finished
+            .map(|t| t.saturating_sub(self.arrival).as_secs_f64())
+    }
+
+    /// Mean time per output token after the first, seconds (0 for single-token outputs).
+    pub fn tpot_seconds(&self) -> Option<f64> {
+        let (first, finished) = (self.first_token?, self.finished?);
+        if self.output_tokens <= 1 {
+            return Some(0.0);
+        }
+        Some(finished.saturating_sub(first).as_secs_f64() / f64::from(self.output_tokens - 1))
+    }
+}
+
+/// The service-level objective a request is judged against.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SloTargets {
+    /// Time to first token (the source guide's normal range tops at 2 s... 3 s; default 2 s).
+    pub ttft_seconds: f64,
+    /// Mean time per output token (the guide's normal range 30-100 ms; default 100 ms).
+    pub tpot_seconds: f64,
+    /// End-to-end latency, reported beside the SLO (the guide's example SLO, 5 s).
+    pub e2e_seconds: f64,
+}
+
+impl Default for SloTargets {
+    fn default() -> Self {
+        Self {
+            ttft_seconds: 2.0,
+            tpot_seconds: 0.1,
+            e2e_seconds: 5.0,
+        }
+    }
+}
+
+impl SloTargets {
+    /// Whether a request met the SLO: finished, TTFT and TPOT both within target.
+    pub fn met(&self, outcome: &RequestOutcome) -> bool {
+        match (outcome.ttft_seconds(), outcome.tpot_seconds()) {
+            (Some(ttft), Some(tpot)) => ttft <= self.ttft_seconds && tpot <= self.tpot_seconds,
+            _ => false,
+        }
+    }
+}
+
+/// A change of the replica count the fleet was asked to run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ScaleEvent {
+    /// When, seconds since the run's start.
+    pub at_seconds: f64,
+    /// Replicas before.
+    pub from: u32,
+    /// Replicas after.
+    pub to: u32,
+}
+
+/// A scale-in followed by a scale-out within this long counts as a flap.
+pub const FLAP_WINDOW: Duration = Duration::from_secs(300);
+
+/// Counts flaps: scale-ins followed by a scale-out within [`FLAP_WINDOW`].
+pub fn count_flaps(events: &[ScaleEvent]) -> usize {
+    events
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| {
+            e.to < e.from
+                && events[i + 1..].iter().any(|later| {
+                    later.to > later.from
+                        && later.at_seconds - e.at_seconds <= FLAP_WINDOW.as_secs_f64()
+                })
+        })
+        .count()
+}
+
+/// Seconds from each load step's start to the first scale-out at or after it (steps with no
+/// scale-out before the next step are left out).
+pub fn reaction_times(steps: &[Duration], events: &[ScaleEvent]) -> Vec<f64> {
+    steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, step)| {
+            let start = step.as_secs_f64();
+            let end = steps.get(i + 1).map_or(f64::INFINITY, |s| s.as_secs_f64());
+            events
+                .iter()
+                .find(|e| e.to > e.from && e.at_seconds >= start && e.at_seconds < end)
+                .map(|e| e.at_seconds - start)
+        })
+        .collect()
+}
+
+/// P50/P95/P99 of a sample set (nearest rank), `None` when empty.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: Option<f64>,
+    /// 95th percentile.
+    pub p95: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+}
+
+impl Percentiles {
+    /// Percentiles of `values` (sorted in place).
+    pub fn of(values: &mut [f64]) -> Self {
+        values.sort_by(f64::total_cmp);
+        let pick = |q: f64| {
+            if values.is_empty() {
+                return None;
+            }
+            let rank = (q * values.len() as f64).ceil() as usize;
+            Some(values[rank.clamp(1, values.len()) - 1])
+        };
+        Self {
+            p50: pick(0.5),
+            p95: pick(0.95),
+            p99: pick(0.99),
+        }
+    }
+}
+
+/// One policy's result on one scenario (the JSON object of `simulate --json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PolicyReport {
+    /// The policy's name (`ours`, `prometheus-keda`, `static:N`, `oracle`).
+    pub policy: String,
+    /// Requests in the scenario.
+    pub requests: usize,
+    /// Requests finished before the run ended.
+    pub completed: usize,
+    /// Share of requests within the TTFT and TPOT targets, 0..1.
+    pub slo_attainment: f64,
+    /// Share of requests within the end-to-end target, 0..1.
+    pub e2e_slo_attainment: f64,
+    /// Replica-hours, counting replicas still starting and draining.
+    pub gpu_hours: f64,
+    /// Changes of the replica count.
+    pub scale_events: usize,
+    /// Scale-ins followed by a scale-out within 5 minutes.
+    pub flaps: usize,
+    /// Largest replica count asked for.
+    pub max_replicas: u32,
+    /// P95 time to first token, seconds.
+    pub ttft_p95_seconds: Option<f64>,
+    /// P95 end-to-end latency, seconds.
+    pub e2e_p95_seconds: Option<f64>,
+    /// TTFT percentiles, seconds.
+    pub ttft_seconds: Percentiles,
+    /// End-to-end percentiles, seconds.
+    pub e2e_seconds: Percentiles,
+    /// Mean seconds from a load step to the first scale-out after it (step scenarios).
+    pub reaction_seconds_mean: Option<f64>,
+    /// The scale events themselves.
+    pub events: Vec<ScaleEvent>,
+}
+
+/// Summarises one run.
+pub fn summarise(
+    policy: &str,
+    outcomes: &[RequestOutcome],
+    slo: &SloTargets,
+    replica_seconds: f64,
+    events: Vec<ScaleEvent>,
+    load_steps: &[Duration],
+) -> PolicyReport {
+    let completed = outcomes.iter().filter(|o| o.finished.is_some()).count();
+    let share = |n: usize| {
+        if outcomes.is_empty() {
+            1.0
+        } else {
+            n as f64 / outcomes.len() as f64
+        }
+    };
+    let met = outcomes.iter().filter(|o| slo.met(o)).count();
+    let e2e_met = outcomes
+        .iter()
+        .filter(|o| o.e2e_seconds().is_some_and(|e| e <= slo.e2e_seconds))
+        .count();
+    let mut ttft: Vec<f64> = outcomes
+        .iter()
+        .filter_map(RequestOutcome::ttft_seconds)
+        .collect();
+    let mut e2e: Vec<f64> = outcomes
+        .iter()
+        .filter_map(RequestOutcome::e2e_seconds)
+        .collect();
+    let ttft = Percentiles::of(&mut ttft);
+    let e2e = Percentiles::of(&mut e2e);
+    let reactions = reaction_times(load_steps, &events);
+    PolicyReport {
+        policy: policy.to_string(),
+        requests: outcomes.len(),
+        completed,
+        slo_attainment: share(met),
+        e2e_slo_attainment: share(e2e_met),
+        gpu_hours: replica_seconds / 3600.0,
+        scale_events: events.len(),
+        flaps: count_flaps(&events),
+        max_replicas: events.iter().map(|e| e.to.max(e.from)).max().unwrap_or(0),
+        ttft_p95_seconds: ttft.p95,
+        e2e_p95_seconds: e2e.p95,
+        ttft_seconds: ttft,
+        e2e_seconds: e2e,
+        reaction_seconds_mean: if reactions.is_empty() {
+            None
+        } else {
+            Some(reactions.iter().sum::<f64>() / reactions.len() as f64)
+        },
+        events,
+    }
+}
+
+fn seconds(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"))
+}
+
+/// A Markdown table of one scenario's reports.
+pub fn markdown_table(scenario: &str, reports: &[PolicyReport]) -> String {
+    let mut out = format!(
+        "### {scenario}\n\n| policy | SLO attainment | e2e attainment | GPU-hours | scale events | flaps | max replicas | TTFT p50/p95/p99 s | e2e p50/p95/p99 s | reaction s |\n|---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    for r in reports {
+        out.push_str(&format!(
+            "| {} | {:.2} % | {:.2} % | {:.2} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} |\n",
+            r.policy,
+            r.slo_attainment * 100.0,
+            r.e2e_slo_attainment * 100.0,
+            r.gpu_hours,
+            r.scale_events,
+            r.flaps,
+            r.max_replicas,
+            seconds(r.ttft_seconds.p50),
+            seconds(r.ttft_seconds.p95),
+            seconds(r.ttft_seconds.p99),
+            seconds(r.e2e_seconds.p50),
+            seconds(r.e2e_seconds.p95),
+            seconds(r.e2e_seconds.p99),
+            seconds(r.reaction_seconds_mean),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(secs: f64) -> Duration {
+        Duration::from_secs_f64(secs)
+    }
+
+    #[test]
+    fn slo_needs_both_ttft_and_tpot() {
+        let slo = SloTargets::default();
+        let ok = RequestOutcome {
+            arrival: s(0.0),
+            first_token: Some(s(1.0)),
+            finished: Some(s(10.9)),
+            output_tokens: 100,
+        };
+        assert!(slo.met(&ok));
+        let slow_first = RequestOutcome {
+            first_token: Some(s(2.5)),
+            finished: Some(s(5.0)),
+            ..ok
+        };
+        assert!(!slo.met(&slow_first));
+        let slow_decode = RequestOutcome {
+            finished: Some(s(12.0)),
+            ..ok
+        };
+        assert!(!slo.met(&slow_decode), "tpot = 11 / 99 > 0.1");
+        let unfinished = RequestOutcome {
+            finished: None,
+            ..ok
+        };
+        assert!(!slo.met(&unfinished));
+    }
+
+    #[test]
+    fn flaps_are_scale_in_then_out_within_five_minutes() {
+        let e = |at_seconds, from, to| ScaleEvent {
+            at_seconds,
+            from,
+            to,
+        };
+        let events = [
+            e(0.0, 1, 3),
+            e(100.0, 3, 2),
+            e(350.0, 2, 3),
+            e(400.0, 3, 2),
+            e(800.0, 2, 3),
+        ];
+        assert_eq!(count_flaps(&events), 1);
+        assert_eq!(
+            reaction_times(&[s(0.0), s(300.0)], &events),
+            vec![0.0, 50.0]
+        );
+    }
+
+    #[test]
+    fn summary_counts_gpu_hours_and_percentiles() {
+        let outcomes: Vec<RequestOutcome> = (0..100)
+            .map(|i| RequestOutcome {
+                arrival: s(f64::from(i)),
+                first_token: Some(s(f64::from(i) + 0.5)),
+                finished: Some(s(f64::from(i) + 1.0 + f64::from(i) / 100.0)),
+                output_tokens: 100,
+            })
+            .collect();
+        let report = summarise(
+            "static:2",
+            &outcomes,
+            &SloTargets::default(),
+            7200.0,
+            vec![],
+            &[],
+        );
+        assert_eq!(report.gpu_hours, 2.0);
+        assert_eq!(report.slo_attainment, 1.0);
+        assert_eq!(report.e2e_slo_attainment, 1.0);
+        assert_eq!(report.ttft_seconds.p95, Some(0.5));
+        assert!((report.e2e_seconds.p95.unwrap() - 1.94).abs() < 1e-9);
+        assert!(markdown_table("x", &[report]).contains("| static:2 | 100.00 %"));
+    }
+}
