@@ -8,12 +8,23 @@ use std::time::Duration;
 use policy_support::{Load, changes, run, secs};
 use vllm_keda_scaler::policy::{Mode, Policy, PolicyConfig, PolicyState, Reason};
 
+/// The source guide's example: P95 end-to-end SLO 5 s and no TTFT or ITL SLO (the scenarios
+/// below are written against it; the shipped defaults differ, see `docs/policy.md`).
+fn guide_config() -> PolicyConfig {
+    PolicyConfig {
+        e2e_latency_slo_seconds: 5.0,
+        ttft_slo_seconds: None,
+        itl_slo_seconds: None,
+        ..PolicyConfig::default()
+    }
+}
+
 fn policy() -> Policy {
-    Policy::new(PolicyConfig::default())
+    Policy::new(guide_config())
 }
 
 fn policy_with(f: impl FnOnce(&mut PolicyConfig)) -> Policy {
-    let mut c = PolicyConfig::default();
+    let mut c = guide_config();
     f(&mut c);
     Policy::new(c)
 }

@@ -50,17 +50,17 @@ pub const KEYS: &[KeyDoc] = &[
     },
     KeyDoc {
         key: "latencySloSeconds",
-        default: "5",
-        meaning: "P95 end-to-end latency SLO; above it scale out, below half of it counts as calm",
+        default: "60",
+        meaning: "P95 end-to-end latency SLO; above it scale out, below half of it counts as calm. End-to-end latency grows with output length, so the default is only a runaway guard: set it to a real budget only for short, fixed-length outputs (the source guide's 5 s)",
     },
     KeyDoc {
         key: "ttftSloSeconds",
-        default: "unset",
+        default: "2",
         meaning: "P95 time-to-first-token SLO, same rules as latencySloSeconds",
     },
     KeyDoc {
         key: "itlSloSeconds",
-        default: "unset",
+        default: "0.08",
         meaning: "P95 inter-token latency (TPOT) SLO, same rules as latencySloSeconds",
     },
     KeyDoc {

@@ -63,6 +63,10 @@ impl Settings {
             ("scrapeIntervalSeconds", "1".to_owned()),
             ("queueDepthPerReplica", "3".to_owned()),
             ("latencySloSeconds", format!("{latency_slo_seconds}")),
+            // The demo's small, slow engine is driven by its queue: TTFT and ITL SLOs as loose
+            // as the end-to-end one.
+            ("ttftSloSeconds", format!("{latency_slo_seconds}")),
+            ("itlSloSeconds", format!("{latency_slo_seconds}")),
             ("minReplicas", "1".to_owned()),
             ("maxReplicas", max_replicas.to_string()),
             ("scaleUpPods", "2".to_owned()),

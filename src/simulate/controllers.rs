@@ -246,7 +246,7 @@ impl Controller for PrometheusKeda {
                     now,
                     replica.id,
                     ReplicaSample {
-                        waiting: replica.engine.num_waiting() as f64,
+                        waiting: replica.engine.published_gauges().waiting as f64,
                         e2e_buckets,
                     },
                 );
