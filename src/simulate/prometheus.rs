@@ -1,6 +1,6 @@
 //! The source guide's Prometheus + KEDA chain, modelled: Prometheus scrapes each replica at its
 //! interval, and each query KEDA sends is evaluated the way PromQL does (latest sample for an
-//! instant selector, `rate` with its extrapolation, `histogram_quantile` over summed buckets).
+//! instant selector, `rate` with its extrapolation, `histogram_quantile` over summed buckets, the same function the signals use).
 //!
 //! Owns: the stored samples and the two queries of the guide's ScaledObject
 //! (`sum(vllm:num_requests_waiting)` and
@@ -9,6 +9,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
+
+use crate::signals::{Bucket, histogram_quantile};
 
 /// What Prometheus stores from one scrape of one replica.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,8 +104,10 @@ impl PrometheusStore {
                 }
             }
         }
-        let mut buckets: Vec<(f64, f64)> = summed.into_values().collect();
-        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let buckets: Vec<Bucket> = summed
+            .into_values()
+            .map(|(le, count)| Bucket { le, count })
+            .collect();
         histogram_quantile(q, &buckets)
     }
 }
@@ -158,51 +162,6 @@ pub fn extrapolated_rate(
     Some(delta * (extrapolate_to / sampled) / range.as_secs_f64())
 }
 
-/// PromQL's `histogram_quantile` over (le, count) pairs sorted by le, the last being +Inf:
-/// linear interpolation inside the bucket, 0 as the lower bound of the first bucket, the
-/// highest finite bound when the rank falls in the +Inf bucket. `None` for PromQL's NaN.
-pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
-    if buckets.len() < 2 || !q.is_finite() || !(0.0..=1.0).contains(&q) {
-        return None;
-    }
-    if buckets.last().is_none_or(|b| b.0 != f64::INFINITY) {
-        return None;
-    }
-    // Counts must not decrease with le (PromQL enforces monotonicity the same way).
-    let mut counts: Vec<f64> = buckets.iter().map(|b| b.1).collect();
-    for i in 1..counts.len() {
-        if counts[i] < counts[i - 1] {
-            counts[i] = counts[i - 1];
-        }
-    }
-    let total = counts[counts.len() - 1];
-    if total <= 0.0 || total.is_nan() {
-        return None;
-    }
-    let rank = q * total;
-    let index = counts
-        .iter()
-        .position(|c| *c >= rank)
-        .unwrap_or(counts.len() - 1);
-    if index == buckets.len() - 1 {
-        return Some(buckets[buckets.len() - 2].0);
-    }
-    if index == 0 && buckets[0].0 <= 0.0 {
-        return Some(buckets[0].0);
-    }
-    let (start, count_below) = if index == 0 {
-        (0.0, 0.0)
-    } else {
-        (buckets[index - 1].0, counts[index - 1])
-    };
-    let end = buckets[index].0;
-    let in_bucket = counts[index] - count_below;
-    if in_bucket <= 0.0 {
-        return Some(end);
-    }
-    Some(start + (end - start) * ((rank - count_below) / in_bucket))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,20 +190,6 @@ mod tests {
             extrapolated_rate(&points[..1], secs(60.0), secs(60.0)),
             None
         );
-    }
-
-    #[test]
-    fn quantile_interpolates_within_buckets() {
-        let b = [(1.0, 10.0), (2.0, 20.0), (5.0, 40.0), (f64::INFINITY, 40.0)];
-        assert_eq!(histogram_quantile(0.5, &b), Some(2.0));
-        assert_eq!(histogram_quantile(0.25, &b), Some(1.0));
-        assert!((histogram_quantile(0.75, &b).unwrap() - 3.5).abs() < 1e-12);
-        // Rank in the +Inf bucket: the highest finite bound.
-        let tail = [(1.0, 1.0), (2.0, 2.0), (f64::INFINITY, 10.0)];
-        assert_eq!(histogram_quantile(0.95, &tail), Some(2.0));
-        // No observations: NaN in PromQL.
-        let empty = [(1.0, 0.0), (f64::INFINITY, 0.0)];
-        assert_eq!(histogram_quantile(0.95, &empty), None);
     }
 
     #[test]
