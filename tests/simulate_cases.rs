@@ -174,3 +174,30 @@ fn the_same_input_gives_the_same_report() {
         assert_eq!(a, b, "{policy:?}");
     }
 }
+
+#[test]
+fn the_same_seed_gives_the_same_report_and_another_seed_another_scenario() {
+    use vllm_keda_scaler::simulate::scenario;
+    let load = |seed| {
+        let mut s = scenario::load("azure-conv", 3.0, 1.0, seed).unwrap();
+        s.requests.retain(|r| r.arrival <= Duration::from_secs(240));
+        s
+    };
+    let (a, b, c) = (load(7), load(7), load(8));
+    assert_eq!(a, b);
+    assert_ne!(
+        a.requests, c.requests,
+        "another seed jitters replicated requests differently"
+    );
+    // Replicated copies no longer arrive at the same instant.
+    let same_instant = a
+        .requests
+        .windows(2)
+        .filter(|w| w[0].arrival == w[1].arrival)
+        .count();
+    assert!(same_instant < a.requests.len() / 100, "{same_instant}");
+    let sim = simulation(60, &[]);
+    let (_, first) = sim.run_policy(&a, &PolicySpec::Ours);
+    let (_, second) = sim.run_policy(&b, &PolicySpec::Ours);
+    assert_eq!(first, second);
+}

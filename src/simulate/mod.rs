@@ -79,6 +79,9 @@ pub struct SimulateArgs {
     /// End-to-end target reported beside the SLO, seconds.
     #[arg(long, default_value_t = 5.0)]
     pub e2e_slo_seconds: f64,
+    /// Seed of the arrival jitter given to requests replicated by --rate-multiplier.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Print one JSON list (one object per policy and scenario) instead of Markdown.
     #[arg(long)]
     pub json: bool,
@@ -382,7 +385,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let mut all_reports: Vec<serde_json::Value> = Vec::new();
     let mut markdown = String::new();
     for spec in &args.traces {
-        let mut scenario = scenario::load(spec, args.rate_multiplier, args.time_compression)?;
+        let mut scenario =
+            scenario::load(spec, args.rate_multiplier, args.time_compression, args.seed)?;
         if let Some(limit) = args.duration_seconds {
             let limit = Duration::from_secs_f64(positive("duration-seconds", limit)?);
             scenario.requests.retain(|r| r.arrival <= limit);

@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::emulator::SplitMix64;
 use crate::trace::{self, Trace, TraceRequest};
 
 /// The bundled traces (see `data/traces/README.md` for their sources and licences), compiled
@@ -57,9 +58,20 @@ pub fn step_scenario() -> Scenario {
     }
 }
 
+/// The most a replicated request is moved in time by [`load`]'s jitter.
+pub const REPLICA_JITTER: Duration = Duration::from_secs(1);
+
 /// Loads a scenario by built-in name or file path, then applies the rate multiplier and time
-/// compression (1.0 leaves it as it is).
-pub fn load(spec: &str, rate_multiplier: f64, time_compression: f64) -> anyhow::Result<Scenario> {
+/// compression (1.0 leaves it as it is). A rate multiplier replicates requests, and copies of
+/// one request would arrive at the same instant: each request's arrival is moved later by a
+/// uniform draw in [0, [`REPLICA_JITTER`]) from a generator seeded with `seed`, so the same seed
+/// gives the same scenario.
+pub fn load(
+    spec: &str,
+    rate_multiplier: f64,
+    time_compression: f64,
+    seed: u64,
+) -> anyhow::Result<Scenario> {
     let mut scenario = if spec == "step" {
         step_scenario()
     } else if let Some((name, file, text)) = BUNDLED.iter().find(|b| b.0 == spec) {
@@ -95,6 +107,13 @@ pub fn load(spec: &str, rate_multiplier: f64, time_compression: f64) -> anyhow::
                     "--rate-multiplier {rate_multiplier}: expected a positive finite number"
                 )
             })?;
+        }
+        if rate_multiplier != 1.0 {
+            let mut rng = SplitMix64::new(seed);
+            for r in &mut t.requests {
+                r.arrival += REPLICA_JITTER.mul_f64(rng.next_f64());
+            }
+            t.requests.sort_by_key(|r| r.arrival);
         }
         if time_compression != 1.0 {
             t = t.compress_time(time_compression).ok_or_else(|| {
