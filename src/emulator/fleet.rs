@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -46,6 +47,13 @@ impl ReplicaHandle {
         let app = replica.router();
         let stop = shutdown.clone();
         let server = tokio::spawn(async move {
+            // vLLM's server sets TCP_NODELAY: without it small SSE writes can wait for a
+            // delayed ACK (up to ~40 ms) and inflate the client's inter-token latency.
+            let listener = listener.tap_io(|tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "emulated replica: TCP_NODELAY not set");
+                }
+            });
             let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
             if let Err(e) = serve.await {
                 tracing::warn!(%addr, error = %e, "emulated replica server stopped");
