@@ -51,7 +51,7 @@ fn defaults_are_the_source_guides_example() {
     assert_eq!(p.e2e_latency_slo_seconds, 60.0);
     assert_eq!(
         (p.ttft_slo_seconds, p.itl_slo_seconds),
-        (Some(2.0), Some(0.08))
+        (Some(2.0), Some(0.07))
     );
     assert_eq!((p.kv_cache_warning, p.kv_cache_critical), (0.80, 0.95));
     assert_eq!(p.preemptions_per_second_per_replica, 5.0);

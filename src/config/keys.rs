@@ -60,7 +60,7 @@ pub const KEYS: &[KeyDoc] = &[
     },
     KeyDoc {
         key: "itlSloSeconds",
-        default: "0.08",
+        default: "0.07",
         meaning: "P95 inter-token latency (TPOT) SLO, same rules as latencySloSeconds",
     },
     KeyDoc {

@@ -121,7 +121,7 @@ impl Default for PolicyConfig {
             // default end-to-end SLO is only a runaway guard and TTFT and ITL carry the SLO.
             e2e_latency_slo_seconds: 60.0,
             ttft_slo_seconds: Some(2.0),
-            itl_slo_seconds: Some(0.08),
+            itl_slo_seconds: Some(0.07),
             kv_cache_warning: 0.80,
             kv_cache_critical: 0.95,
             kv_cache_critical_for: Duration::from_secs(30),
