@@ -463,3 +463,19 @@ fn published_waiting_counts_only_what_the_scheduler_has_seen() {
     drain(&mut engine, secs(60.0));
     assert_eq!(engine.published_gauges().running, 0);
 }
+
+#[test]
+fn an_abort_is_published_at_once_even_with_a_step_in_flight() {
+    let mut engine = Engine::new(EngineConfig::default()).unwrap();
+    let id = engine
+        .add_request(secs(0.0), RequestSpec::new(512, 1000))
+        .unwrap();
+    let mut events = Vec::new();
+    engine.advance_to(secs(0.5), &mut events);
+    assert_eq!(engine.published_gauges().running, 1);
+    assert!(engine.next_event_time().is_some(), "a step is in flight");
+    assert!(engine.abort(secs(0.5), id));
+    let published = engine.published_gauges();
+    assert_eq!((published.running, published.waiting), (0, 0));
+    assert_eq!(published.kv_cache_usage, 0.0);
+}

@@ -105,6 +105,7 @@ pub struct Engine {
     stats: EngineStats,
     pending: Vec<Event>,
     published: PublishedGauges,
+    publish_cutoff: f64,
     /// Running requests aborted while a step was in flight (removed at its commit).
     aborted_in_flight: usize,
 }
@@ -125,6 +126,7 @@ impl Engine {
             clock: 0.0,
             pending: Vec::new(),
             published: PublishedGauges::default(),
+            publish_cutoff: 0.0,
             aborted_in_flight: 0,
         })
     }
@@ -240,6 +242,7 @@ impl Engine {
             if let Some(seq) = self.waiting.remove(pos) {
                 self.finish(&seq, t, FinishReason::Abort);
             }
+            self.publish(self.publish_cutoff);
             return true;
         }
         let Some(pos) = self.running.iter().position(|s| s.id == id && !s.aborted) else {
@@ -256,6 +259,7 @@ impl Engine {
             self.free_blocks += seq.blocks;
             self.finish(&seq, t, FinishReason::Abort);
         }
+        self.publish(self.publish_cutoff);
         true
     }
 
@@ -438,15 +442,26 @@ impl Engine {
     }
 
     /// Records the gauges vLLM would publish after a step that started at `step_start`.
+    /// Aborted requests are left out at once: vLLM's scheduler frees an aborted request's
+    /// blocks when it processes the abort, even while a step is in flight here.
     fn publish(&mut self, step_start: f64) {
+        self.publish_cutoff = step_start;
+        let held_by_aborted: u32 = self
+            .running
+            .iter()
+            .filter(|s| s.aborted)
+            .map(|s| s.blocks)
+            .sum();
+        let total = f64::from(self.cfg.num_gpu_blocks);
+        let used = self.cfg.num_gpu_blocks - self.free_blocks - held_by_aborted;
         self.published = PublishedGauges {
-            running: self.running.len(),
+            running: self.running.iter().filter(|s| !s.aborted).count(),
             waiting: self
                 .waiting
                 .iter()
                 .filter(|s| s.arrival <= step_start)
                 .count(),
-            kv_cache_usage: self.kv_cache_usage(),
+            kv_cache_usage: f64::from(used) / total,
         };
     }
 
