@@ -3,6 +3,8 @@
 //! the capacity match within one step, and client TTFT agrees with the emulator's own TTFT
 //! histogram within a bucket.
 
+mod loadtest_support;
+
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -17,10 +19,7 @@ const TTFT_BUCKETS: &[f64] = &[
 ];
 
 fn bucket_index(v: f64) -> usize {
-    TTFT_BUCKETS
-        .iter()
-        .position(|b| v <= *b)
-        .unwrap_or(TTFT_BUCKETS.len())
+    loadtest_support::bucket_index(TTFT_BUCKETS, v)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

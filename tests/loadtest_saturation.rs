@@ -46,10 +46,7 @@ pub fn args(
 }
 
 fn bucket_index(v: f64) -> usize {
-    TTFT_BUCKETS
-        .iter()
-        .position(|b| v <= *b)
-        .unwrap_or(TTFT_BUCKETS.len())
+    loadtest_support::bucket_index(TTFT_BUCKETS, v)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

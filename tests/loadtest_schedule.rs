@@ -5,36 +5,12 @@ mod loadtest_support;
 
 use std::time::Duration;
 
-use loadtest_support::{SlotConfig, SlotServer};
+use loadtest_support::{SlotConfig, SlotServer, fixed_args};
 use tokio_util::sync::CancellationToken;
-use vllm_keda_scaler::loadtest::shape::Arrivals;
 use vllm_keda_scaler::loadtest::{LoadtestArgs, LoadtestConfig, execute};
 
 fn args(url: &str, rps: f64, seconds: f64) -> LoadtestArgs {
-    LoadtestArgs {
-        url: url.to_string(),
-        model: "test-model".into(),
-        rps: vec![rps],
-        rps_range: None,
-        step_seconds: seconds,
-        rest_seconds: 60.0,
-        warmup: 20,
-        shape: "fixed:8:2".into(),
-        arrivals: Arrivals::Uniform,
-        metrics_urls: Vec::new(),
-        no_metrics: true,
-        replicas: None,
-        out: "unused".into(),
-        scrape_interval_seconds: 1.0,
-        request_timeout_seconds: 30.0,
-        max_in_flight: 20_000,
-        queue_tolerance: 1.0,
-        latency_bend: 2.0,
-        min_queue_depth: 3,
-        seed: 1,
-        scaler_address: "scaler:9090".into(),
-        quiet: true,
-    }
+    fixed_args(url, rps, seconds, 60.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
