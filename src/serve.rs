@@ -80,6 +80,17 @@ pub struct ServeArgs {
     )]
     pub first_answer_wait_seconds: Duration,
 
+    /// Threads for the scrape loops (scraping is I/O-bound and parsing runs on a separate
+    /// blocking pool, so one thread serves hundreds of ScaledObjects). They are kept apart
+    /// from the threads answering RPCs, so an RPC never waits behind a scrape.
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_LOOP_THREADS",
+        default_value = "1",
+        value_parser = clap::value_parser!(u16).range(1..=256)
+    )]
+    pub loop_threads: u16,
+
     /// Resolve `service` metadata names from this hosts(5) file instead of DNS (local runs:
     /// pods on 127.0.0.x come and go by editing the file).
     #[arg(long, env = "VLLM_KEDA_SCALER_HOSTS_FILE")]
@@ -97,7 +108,7 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 }
 
 /// Settings of a running server (the library form of [`ServeArgs`] without the addresses).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// Drain time after shutdown starts.
     pub shutdown_grace: Duration,
@@ -339,11 +350,22 @@ pub async fn shutdown_signal() {
 
 /// Runs the command.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // Two runtimes: RPCs and the admin server on one (every core), the scrape loops on their
+    // own threads, so an RPC is never queued behind a scrape on a shared worker.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("rpc")
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async {
+    let loops = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(args.loop_threads))
+        .thread_name("scrape-loops")
+        .enable_all()
+        .build()
+        .context("starting the scrape loops' runtime")?;
+    let mut options = ServeOptions::from(&args);
+    options.control.loop_runtime = Some(loops.handle().clone());
+    let result = runtime.block_on(async {
         let grpc = TcpListener::bind(args.grpc_addr).await.with_context(|| {
             format!(
                 "binding --grpc-addr {}: is another process using it? pick another with --grpc-addr",
@@ -356,8 +378,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 args.http_addr
             )
         })?;
-        serve(grpc, http, ServeOptions::from(&args), shutdown_signal()).await
-    })
+        serve(grpc, http, options, shutdown_signal()).await
+    });
+    loops.shutdown_timeout(Duration::from_secs(1));
+    result
 }
 
 #[cfg(test)]

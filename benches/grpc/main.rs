@@ -1,8 +1,10 @@
 //! Service benchmarks on loopback, against the real server started in-process:
 //!
-//! 1. `GetMetrics` latency (p50/p99/max) under an open-loop rate (default 2,000 RPC/s) spread
-//!    round-robin over many ScaledObjects (default 500), all on one HTTP/2 connection like
-//!    KEDA's pooled client, while every ScaledObject's loop keeps scraping its own pod.
+//! 1. `GetMetrics` latency (p50/p99/max) under an open-loop rate (default 2,000 RPC/s, calls
+//!    evenly spaced) spread round-robin over many ScaledObjects (default 500), all on one
+//!    HTTP/2 connection like KEDA's pooled client, while every ScaledObject's loop keeps
+//!    scraping its own pod. Timed from each call's scheduled start (a late load generator
+//!    counts against the scaler) and, beside it, from the client's send.
 //! 2. Reaction time: from a queue step in a pod's `/metrics` body to a changed replica target
 //!    published by the loop (GetMetrics answers from that state), over trials started at
 //!    random phases of the scrape cycle.
@@ -106,12 +108,12 @@ async fn start_pods(pods: Pods) -> String {
     format!("http://{addr}")
 }
 
-async fn start_server() -> Server {
+async fn start_server(loops: Option<tokio::runtime::Handle>) -> Server {
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    serve::start(grpc, http, ServeOptions::default())
-        .await
-        .unwrap()
+    let mut options = ServeOptions::default();
+    options.control.loop_runtime = loops;
+    serve::start(grpc, http, options).await.unwrap()
 }
 
 fn so_ref(name: String, metadata: &[(&str, String)]) -> ScaledObjectRef {
@@ -214,43 +216,64 @@ async fn latency(a: &Args, pods: &Pods, base: &str, server: &Server) {
         load_average()
     );
 
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Result<u64, String>>();
-    let start = Instant::now();
+    // Each call reports (from its scheduled start, from the client's send) in microseconds.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Result<(u64, u64), String>>();
     let total = (a.rate * a.seconds) as u64;
-    let mut sent = 0u64;
-    let mut next_report = 1.0;
     let refs = Arc::new(refs);
-    while sent < total {
-        let elapsed = start.elapsed().as_secs_f64();
-        let due = ((elapsed * a.rate) as u64).min(total);
-        while sent < due {
+    // Open loop at exact times: a pacing thread starts call `i` at `start + i / rate` (sleeping,
+    // then spinning the last 100 us), so the load is evenly spaced rather than released in
+    // timer-tick bursts; each call is timed from its scheduled start, so a late start counts.
+    let handle = tokio::runtime::Handle::current();
+    let rate = a.rate;
+    let pacer = std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut next_report = 1u64;
+        for sent in 0..total {
+            let due = start + Duration::from_secs_f64(sent as f64 / rate);
+            loop {
+                let now = Instant::now();
+                if now >= due {
+                    break;
+                }
+                let left = due - now;
+                if left > Duration::from_micros(150) {
+                    std::thread::sleep(left - Duration::from_micros(100));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
             let mut c = client.clone();
             let request = refs[(sent as usize) % refs.len()].clone();
             let tx = tx.clone();
-            tokio::spawn(async move {
-                let t0 = Instant::now();
+            handle.spawn(async move {
+                let send = Instant::now();
                 let result = c.get_metrics(request).await;
-                let micros = t0.elapsed().as_micros() as u64;
+                let micros = (
+                    due.elapsed().as_micros() as u64,
+                    send.elapsed().as_micros() as u64,
+                );
                 let _ = tx.send(result.map(|_| micros).map_err(|e| e.to_string()));
             });
-            sent += 1;
+            if start.elapsed().as_secs() >= next_report {
+                eprintln!("  {next_report} s: {} sent", sent + 1);
+                next_report += 1;
+            }
         }
-        if elapsed >= next_report {
-            eprintln!("  {elapsed:.0} s: {sent} sent");
-            next_report += 1.0;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let sending = start.elapsed().as_secs_f64();
-    drop(tx);
+        (total, start.elapsed().as_secs_f64())
+    });
+    let (sent, sending) = tokio::task::spawn_blocking(move || pacer.join().unwrap())
+        .await
+        .unwrap();
     let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    let mut rpc = h.clone();
     let mut samples_ms = Vec::with_capacity(sent as usize);
     let mut errors = 0u64;
     let mut first_error = None;
     while let Some(r) = rx.recv().await {
         match r {
-            Ok(micros) => {
+            Ok((micros, rpc_micros)) => {
                 h.record(micros.max(1)).unwrap();
+                rpc.record(rpc_micros.max(1)).unwrap();
                 samples_ms.push(micros as f64 / 1000.0);
             }
             Err(e) => {
@@ -266,15 +289,20 @@ async fn latency(a: &Args, pods: &Pods, base: &str, server: &Server) {
         sent,
         sending
     );
-    println!(
-        "  p50 {:.0} us  p90 {:.0} us  p99 {:.0} us  p99.9 {:.0} us  max {:.0} us  errors {}",
-        us(&h, 0.5),
-        us(&h, 0.9),
-        us(&h, 0.99),
-        us(&h, 0.999),
-        h.max() as f64,
-        errors
-    );
+    for (label, h) in [
+        ("from the scheduled start", &h),
+        ("from the client's send  ", &rpc),
+    ] {
+        println!(
+            "  {label}: p50 {:.0} us  p90 {:.0} us  p99 {:.0} us  p99.9 {:.0} us  max {:.0} us",
+            us(h, 0.5),
+            us(h, 0.9),
+            us(h, 0.99),
+            us(h, 0.999),
+            h.max() as f64,
+        );
+    }
+    println!("  errors {errors}");
     if let Some(e) = first_error {
         println!("  first error: {e}");
     }
@@ -417,11 +445,13 @@ fn main() {
     // vLLM pods (one thread) and KEDA (one thread), so the client's and the pods' work does not
     // queue behind the scaler's tasks or the other way round.
     let scaler_rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("scaler")
         .enable_all()
         .build()
         .unwrap();
     let pods_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
+        .thread_name("pods")
         .enable_all()
         .build()
         .unwrap();
@@ -429,14 +459,23 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let loops_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("scaler-loops")
+        .enable_all()
+        .build()
+        .unwrap();
+    let loops = std::env::var_os("SHARED")
+        .is_none()
+        .then(|| loops_rt.handle().clone());
     let pods = Pods::default();
     let base = pods_rt.block_on(start_pods(pods.clone()));
 
-    let server = scaler_rt.block_on(start_server());
+    let server = scaler_rt.block_on(start_server(loops.clone()));
     keda_rt.block_on(latency(&a, &pods, &base, &server));
     scaler_rt.block_on(server.shutdown()).unwrap();
 
-    let server = scaler_rt.block_on(start_server());
+    let server = scaler_rt.block_on(start_server(loops.clone()));
     keda_rt.block_on(reaction(&a, &pods, &base, &server));
     scaler_rt.block_on(server.shutdown()).unwrap();
 }

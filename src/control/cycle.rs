@@ -23,6 +23,32 @@ fn scrape_timeout(interval: Duration) -> Duration {
     interval.clamp(Duration::from_millis(500), Duration::from_secs(2))
 }
 
+/// Where in each scrape interval this ScaledObject's cycles run: an offset in
+/// `[0, interval)` from a stable hash of its key, so loops that start together (a scaler
+/// restart, KEDA asking about every ScaledObject at once) scrape spread over the interval
+/// instead of in one burst that delays RPCs answered on the same cores.
+fn phase_offset(key: &super::Key, interval: Duration) -> Duration {
+    // FNV-1a: stable across builds and platforms, unlike the std hasher's contract.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in key.namespace.bytes().chain([b'/']).chain(key.name.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let nanos = interval.as_nanos().max(1);
+    Duration::from_nanos((u128::from(hash) % nanos) as u64)
+}
+
+/// The first instant strictly after `since_origin` (time since the registry's origin) that
+/// sits at `offset` within the interval grid counted from the origin.
+fn next_aligned(since_origin: Duration, interval: Duration, offset: Duration) -> Duration {
+    let period = interval.as_nanos().max(1);
+    let now = since_origin.as_nanos();
+    let offset = offset.as_nanos() % period;
+    let base = now - now % period + offset;
+    let next = if base > now { base } else { base + period };
+    Duration::from_nanos(next.min(u128::from(u64::MAX)) as u64)
+}
+
 fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -75,8 +101,12 @@ pub(super) async fn run(
     deregister: Deregister,
 ) {
     let mut cycle = Cycle::new(&so, metrics.clone());
-    let mut ticker = tokio::time::interval(so.config.scrape_interval);
+    let interval = so.config.scrape_interval;
+    let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // The first cycle runs at once (the first answer waits on it); later ones on this
+    // ScaledObject's phase of the shared interval grid.
+    let mut aligned = false;
     loop {
         tokio::select! {
             _ = so.cancel.cancelled() => break,
@@ -96,6 +126,11 @@ pub(super) async fn run(
             status = cycle.step(&so) => status,
         };
         tx.send_replace(status);
+        if !aligned {
+            aligned = true;
+            let offset = phase_offset(&so.key, interval);
+            ticker.reset_at(so.origin + next_aligned(so.origin.elapsed(), interval, offset));
+        }
     }
     so.cancel.cancel();
     deregister.remove(&so);
@@ -384,5 +419,67 @@ impl Cycle {
             })
             .inc();
         self.reasons_seen.insert(reason);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::Key;
+
+    fn key(i: usize) -> Key {
+        Key {
+            namespace: "inference".into(),
+            name: format!("llama-{i}"),
+        }
+    }
+
+    #[test]
+    fn phases_of_many_scaledobjects_spread_over_the_interval() {
+        let interval = Duration::from_secs(2);
+        let mut bins = [0u32; 10];
+        for i in 0..500 {
+            let offset = phase_offset(&key(i), interval);
+            assert!(offset < interval, "{offset:?}");
+            bins[(offset.as_nanos() * 10 / interval.as_nanos()) as usize] += 1;
+        }
+        // 50 expected per 200 ms bin; a lockstep start would put all 500 in one.
+        for (bin, count) in bins.iter().enumerate() {
+            assert!(
+                (25..=75).contains(count),
+                "bin {bin} holds {count}: {bins:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_phase_is_stable_and_depends_on_the_key() {
+        let interval = Duration::from_secs(2);
+        assert_eq!(
+            phase_offset(&key(1), interval),
+            phase_offset(&key(1), interval)
+        );
+        assert_ne!(
+            phase_offset(&key(1), interval),
+            phase_offset(&key(2), interval)
+        );
+    }
+
+    #[test]
+    fn next_aligned_is_the_next_grid_point_at_the_offset() {
+        let interval = Duration::from_millis(2000);
+        let offset = Duration::from_millis(300);
+        let at = |ms| next_aligned(Duration::from_millis(ms), interval, offset);
+        assert_eq!(at(0), Duration::from_millis(300));
+        assert_eq!(at(299), Duration::from_millis(300));
+        // Strictly after now: a cycle that ends exactly on its phase waits a whole interval.
+        assert_eq!(at(300), Duration::from_millis(2300));
+        assert_eq!(at(1999), Duration::from_millis(2300));
+        assert_eq!(at(4301), Duration::from_millis(6300));
+        // Offset zero lands on the grid itself.
+        assert_eq!(
+            next_aligned(Duration::from_millis(4100), interval, Duration::ZERO),
+            Duration::from_millis(6000)
+        );
     }
 }

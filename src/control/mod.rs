@@ -43,7 +43,7 @@ impl std::fmt::Display for Key {
 }
 
 /// Settings of the loop registry.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ControlOptions {
     /// Stop a loop when no RPC asked about its ScaledObject for this long.
     pub idle_stop: Duration,
@@ -59,6 +59,10 @@ pub struct ControlOptions {
     /// Resolve `service` names from this hosts(5) file instead of the system resolver (local
     /// runs and tests: pods on 127.0.0.x come and go by editing the file).
     pub hosts_file: Option<std::path::PathBuf>,
+    /// Run the loops (scraping and parsing) on this runtime instead of the caller's, so RPCs
+    /// answered on the caller's threads never queue behind a scrape. `serve` gives them their
+    /// own threads.
+    pub loop_runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Default for ControlOptions {
@@ -70,6 +74,7 @@ impl Default for ControlOptions {
             stale_min: Duration::from_secs(1),
             history_len: 32,
             hosts_file: None,
+            loop_runtime: None,
         }
     }
 }
@@ -238,12 +243,16 @@ impl Controller {
         so.touch();
         tracing::info!(scaledobject = %so.key, "starting scrape loop");
         let registry = Arc::downgrade(&self.inner);
-        self.inner.tasks.spawn(cycle::run(
+        let run = cycle::run(
             so.clone(),
             tx,
             self.inner.metrics.clone(),
             Deregister(registry),
-        ));
+        );
+        match &self.inner.options.loop_runtime {
+            Some(runtime) => self.inner.tasks.spawn_on(run, runtime),
+            None => self.inner.tasks.spawn(run),
+        };
         so
     }
 }
