@@ -20,8 +20,8 @@
 //!    decision in memory.
 //! 7. [`grpc`]: KEDA's external-scaler service, answering from [`control`]'s state.
 //!
-//! Around the service: [`http`] (health, `/metrics`, `/debug`), [`telemetry`] (own metrics and
-//! logs), [`check`] (one-shot signal report), [`emulator`] (a vLLM-like replica and fleet),
+//! Around the service: [`http`] (health, `/metrics`, `/debug`), [`tls`] (the gRPC port's TLS,
+//! reloaded on rotation), [`telemetry`] (own metrics and logs), [`check`] (one-shot signal report), [`emulator`] (a vLLM-like replica and fleet),
 //! [`demo`], [`simulate`] (trace replay in virtual time), [`loadtest`] (saturation finder and
 //! warm-up), [`trace`] (request trace files) and [`plot`] (SVG charts).
 //!
@@ -45,6 +45,7 @@ pub mod serve;
 pub mod signals;
 pub mod simulate;
 pub mod telemetry;
+pub mod tls;
 pub mod trace;
 
 /// Code generated from `proto/externalscaler.proto`.

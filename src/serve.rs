@@ -23,6 +23,7 @@ use crate::grpc::ScalerService;
 use crate::http::AdminState;
 use crate::proto::external_scaler_server::ExternalScalerServer;
 use crate::telemetry::Metrics;
+use crate::tls::{self, ReloadingConfig, TlsFiles};
 
 /// Command-line arguments. Every flag can also be set with `VLLM_KEDA_SCALER_<FLAG>`.
 #[derive(Debug, Clone, clap::Args)]
@@ -91,6 +92,32 @@ pub struct ServeArgs {
     )]
     pub loop_threads: u16,
 
+    /// Serve gRPC over TLS with this PEM certificate chain (KEDA's `enableTLS`); needs
+    /// --tls-key-file. Reloaded when the file changes (cert-manager rotation).
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_TLS_CERT_FILE",
+        requires = "tls_key_file"
+    )]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+
+    /// The PEM private key of --tls-cert-file.
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_TLS_KEY_FILE",
+        requires = "tls_cert_file"
+    )]
+    pub tls_key_file: Option<std::path::PathBuf>,
+
+    /// Require client certificates signed by this PEM CA (mutual TLS: KEDA's
+    /// `tlsClientCert`/`tlsClientKey`); needs --tls-cert-file.
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_TLS_CLIENT_CA_FILE",
+        requires = "tls_cert_file"
+    )]
+    pub tls_client_ca_file: Option<std::path::PathBuf>,
+
     /// Resolve `service` metadata names from this hosts(5) file instead of DNS (local runs:
     /// pods on 127.0.0.x come and go by editing the file).
     #[arg(long, env = "VLLM_KEDA_SCALER_HOSTS_FILE")]
@@ -116,6 +143,8 @@ pub struct ServeOptions {
     pub stream_heartbeat: Duration,
     /// The loop registry's settings.
     pub control: ControlOptions,
+    /// Serve gRPC over TLS from these files (plaintext when unset).
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for ServeOptions {
@@ -124,6 +153,7 @@ impl Default for ServeOptions {
             shutdown_grace: Duration::from_secs(10),
             stream_heartbeat: Duration::from_secs(5),
             control: ControlOptions::default(),
+            tls: None,
         }
     }
 }
@@ -138,6 +168,14 @@ impl From<&ServeArgs> for ServeOptions {
                 first_cycle_wait: args.first_answer_wait_seconds,
                 hosts_file: args.hosts_file.clone(),
                 ..ControlOptions::default()
+            },
+            tls: match (&args.tls_cert_file, &args.tls_key_file) {
+                (Some(cert), Some(key)) => Some(TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    client_ca: args.tls_client_ca_file.clone(),
+                }),
+                _ => None,
             },
         }
     }
@@ -199,6 +237,12 @@ pub async fn start(
     let http_addr = http
         .local_addr()
         .context("reading the HTTP listener's address")?;
+    let tls_config = match &options.tls {
+        Some(files) => Some(Arc::new(
+            ReloadingConfig::new(files.clone()).context("setting up TLS for the gRPC port")?,
+        )),
+        None => None,
+    };
     let shutdown = CancellationToken::new();
     let metrics = Arc::new(Metrics::new());
     let controller = Controller::new(metrics, options.control.clone(), shutdown.child_token());
@@ -213,13 +257,21 @@ pub async fn start(
         options.stream_heartbeat,
         shutdown.clone(),
     );
-    let grpc_server = tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         .add_service(health_service)
-        .add_service(scaler.into_server())
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
-            shutdown.clone().cancelled_owned(),
-        );
+        .add_service(scaler.into_server());
+    let stopped = shutdown.clone().cancelled_owned();
+    let grpc_server: std::pin::Pin<Box<dyn Future<Output = _> + Send>> =
+        match tls_config {
+            Some(config) => Box::pin(router.serve_with_incoming_shutdown(
+                tls::incoming(grpc, config, shutdown.clone()),
+                stopped,
+            )),
+            None => Box::pin(router.serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
+                stopped,
+            )),
+        };
     let admin = crate::http::router(AdminState {
         controller: controller.clone(),
         ready: ready.clone(),
@@ -230,7 +282,13 @@ pub async fn start(
     let mut grpc_task = tokio::spawn(grpc_server);
     let mut http_task = tokio::spawn(async move { http_server.await });
     ready.store(true, Ordering::Relaxed);
-    tracing::info!(grpc = %grpc_addr, http = %http_addr, "serving");
+    tracing::info!(
+        grpc = %grpc_addr,
+        http = %http_addr,
+        tls = options.tls.is_some(),
+        mutual_tls = options.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
+        "serving"
+    );
 
     let drain_controller = controller.clone();
     let token = shutdown.clone();

@@ -62,9 +62,17 @@ class Keda:
     """KEDA's scaler client for one ScaledObject (trigger type `external`)."""
 
     def __init__(self, stubs, address: str, namespace: str, name: str, metadata: dict,
-                 min_replicas: int, max_replicas: int, tolerance: float = 0.1):
+                 min_replicas: int, max_replicas: int, tolerance: float = 0.1,
+                 credentials=None, server_name: str = ""):
+        """`credentials` (grpc.ssl_channel_credentials) makes it KEDA with `enableTLS`;
+        `server_name` is then the name the server certificate must carry (KEDA checks the
+        host of its `scalerAddress`)."""
         self.pb2, pb2_grpc = stubs
-        self.channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        if credentials is None:
+            self.channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        else:
+            options = CHANNEL_OPTIONS + [("grpc.ssl_target_name_override", server_name)]
+            self.channel = grpc.secure_channel(address, credentials, options=options)
         self.stub = pb2_grpc.ExternalScalerStub(self.channel)
         self.ref = self.pb2.ScaledObjectRef(name=name, namespace=namespace,
                                             scalerMetadata=metadata)

@@ -14,7 +14,6 @@ thread makes requests finish at the configured rate, so histogram counts grow ov
 import os
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest

@@ -75,12 +75,13 @@ def test_every_deploy_directory_is_a_kustomization():
         "deploy/base", "deploy/monitoring", "deploy/examples/vllm",
         "deploy/examples/scaledobject-external", "deploy/examples/scaledobject-external-push",
         "deploy/examples/scaledobject-tls", "deploy/examples/karpenter", "deploy/examples/dcgm",
+        "deploy/examples/scaler-tls",
     }
     assert expected <= dirs, f"missing kustomizations: {sorted(expected - dirs)}"
     # every YAML file under deploy/ is listed by the kustomization of its directory
     for d in ds.kustomization_dirs():
         k = yaml.safe_load((d / "kustomization.yaml").read_text())
-        listed = set(k.get("resources", []))
+        listed = set(k.get("resources", [])) | {p["path"] for p in k.get("patches", []) if "path" in p}
         for f in d.glob("*.yaml"):
             if f.name != "kustomization.yaml":
                 assert f.name in listed, f"{f.relative_to(ds.REPO)} is not in its kustomization"
@@ -233,6 +234,48 @@ def test_scaler_base_is_hardened_and_consistent(rendered):
     ], "gRPC only from KEDA's namespace"
     egress_ports = {(p["port"], p.get("protocol", "TCP")) for r in npspec["egress"] for p in r["ports"]}
     assert {(53, "UDP"), (53, "TCP"), (8000, "TCP")} <= egress_ports
+
+
+def test_scaler_tls_overlay_points_the_tls_flags_at_the_mounted_secret(rendered):
+    """deploy/examples/scaler-tls: the base plus TLS. Every TLS variable is one `serve` reads
+    (its --help lists it), and every file it names lies in the mounted server Secret; the
+    ScaledObjects with enableTLS reach the Service whose name the certificate must carry."""
+    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
+        return
+    objs = objects(rendered, "deploy/examples/scaler-tls")
+    base = objects(rendered, "deploy/base")
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in objs) == \
+        sorted((o["kind"], o["metadata"]["name"]) for o in base), "the overlay adds TLS, nothing else"
+    pod = ds.one(objs, "Deployment", "vllm-keda-scaler")["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    tls_env = {k: v for k, v in env.items() if k.startswith("VLLM_KEDA_SCALER_TLS_")}
+    assert set(tls_env) == {"VLLM_KEDA_SCALER_TLS_CERT_FILE", "VLLM_KEDA_SCALER_TLS_KEY_FILE",
+                            "VLLM_KEDA_SCALER_TLS_CLIENT_CA_FILE"}
+    binary = _scaler_binary()
+    if binary.exists():
+        help_text = subprocess.run([str(binary), "serve", "--help"], capture_output=True, text=True,
+                                   timeout=30).stdout
+        for name in tls_env:
+            assert f"env: {name}=" in help_text, f"`serve` does not read {name}"
+    else:
+        ds.missing_oracle(str(binary), "cargo build")
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for name, path in tls_env.items():
+        directory, file = path.rsplit("/", 1)
+        (mount,) = [m for m in mounts.values() if m["mountPath"] == directory]
+        assert mount["readOnly"] is True
+        secret = volumes[mount["name"]]["secret"]
+        assert secret["secretName"] == "vllm-keda-scaler-server-tls", name
+        assert file in {"tls.crt", "tls.key", "ca.crt"}, (name, file)
+    # The ScaledObject that speaks TLS names the base's gRPC Service in its scalerAddress.
+    so = ds.one(objects(rendered, "deploy/examples/scaledobject-tls"), "ScaledObject")
+    trigger = so["spec"]["triggers"][0]["metadata"]
+    assert trigger["enableTLS"] == "true" and trigger["unsafeSsl"] == "false"
+    host = trigger["scalerAddress"].rsplit(":", 1)[0]
+    grpc_service = ds.one(base, "Service", "vllm-keda-scaler")
+    assert host == f"vllm-keda-scaler.{grpc_service['metadata']['namespace']}.svc.cluster.local"
 
 
 # ---------------------------------------------------------------- the examples

@@ -6,13 +6,8 @@ Periods are shortened through the scaler metadata (scrape every 0.5 s, +2 pods p
 1 s, -1 pod per 2 s after 3 s of calm) and the HPA sync is 1 s instead of 15 s.
 """
 
-import json
-import os
-import signal
-import subprocess
 import threading
 import time
-import urllib.request
 
 import grpc
 import pytest
@@ -20,8 +15,8 @@ import pytest
 from conftest import free_port
 from keda_client import CHANNEL_OPTIONS, Keda, keda_value
 from keda_fleet import Fleet, Pod, pick_shared_port
+from scaler_process import NAMESPACE, scaler_process
 
-NAMESPACE = "llm"
 SCRAPE_INTERVAL = 0.5
 HPA_SYNC = 1.0
 # One scrape interval plus this margin for the push (a loaded CI machine).
@@ -59,67 +54,11 @@ def metadata(**overrides) -> dict:
     return m
 
 
-class Scaler:
-    """The scaler process and its addresses."""
-
-    def __init__(self, proc, grpc_addr, http_addr, hosts_file, log_path):
-        self.proc = proc
-        self.grpc_addr = grpc_addr
-        self.http_addr = http_addr
-        self.hosts_file = hosts_file
-        self.log_path = log_path
-
-    def log(self) -> str:
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
-    def get(self, path: str) -> str:
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(f"http://{self.http_addr}{path}", timeout=5) as r:
-            return r.read().decode()
-
-    def debug(self, name: str) -> dict:
-        return json.loads(self.get(f"/debug/scaledobjects/{NAMESPACE}/{name}"))
-
-
 @pytest.fixture
 def scaler(binary, tmp_path, env_without_proxy):
-    hosts_file = str(tmp_path / "hosts")
-    with open(hosts_file, "w") as f:
-        f.write("# empty\n")
-    grpc_addr = f"127.0.0.1:{free_port()}"
-    http_addr = f"127.0.0.1:{free_port()}"
-    log_path = tmp_path / "scaler.log"
-    env = dict(env_without_proxy)
-    env["VLLM_KEDA_SCALER_HTTP_ADDR"] = http_addr  # the env form of a flag
-    env.setdefault("RUST_LOG", "info")
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [str(binary), "serve", "--grpc-addr", grpc_addr, "--hosts-file", hosts_file,
-         "--stream-heartbeat-seconds", "1", "--shutdown-grace-seconds", "5"],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
-    )
-    s = Scaler(proc, grpc_addr, http_addr, hosts_file, log_path)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            if s.get("/readyz").startswith("ready"):
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"scaler did not become ready:\n{s.log()}")
-        time.sleep(0.05)
-    yield s
-    # Graceful shutdown on SIGTERM: exit 0 within the grace period.
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail(f"scaler did not stop within 10 s of SIGTERM:\n{s.log()}")
-    log.close()
-    assert code == 0, f"scaler exited {code} after SIGTERM:\n{s.log()}"
+    with scaler_process(binary, tmp_path, env_without_proxy,
+                        ["--stream-heartbeat-seconds", "1"]) as s:
+        yield s
 
 
 def run_hpa(keda: Keda, fleet: Fleet, polls: list, until, timeout: float, what: str):

@@ -1,0 +1,411 @@
+//! TLS for the gRPC port (KEDA's `enableTLS`), with certificates reloaded when their files
+//! change.
+//!
+//! Owns: reading the PEM files into a rustls server configuration (server certificate and key,
+//! and, for mutual TLS, the CA that client certificates must chain to), checking the files for
+//! changes, and the accept loop that hands finished handshakes to the gRPC server. Does not
+//! own: the RPCs or the listener's address.
+//!
+//! Certificates rotate without a restart: cert-manager and Kubernetes update a mounted Secret
+//! in place, so before each new connection (at most once a second) the files' modification
+//! times and sizes are compared with those last loaded; on a change the whole configuration is
+//! rebuilt and checked, and swapped in only if it is valid. A bad or half-written set keeps
+//! the previous configuration and logs why. Connections already open keep their session.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
+use tokio_rustls::server::TlsStream;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+/// How long a client gets to finish its TLS handshake before the connection is dropped.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Shortest time between two checks of the files for changes.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// The PEM files of the gRPC port's TLS configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The server's certificate chain (leaf first).
+    pub cert: PathBuf,
+    /// The server certificate's private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// When set, clients must present a certificate that chains to one of these CAs
+    /// (mutual TLS: KEDA's `tlsClientCert`).
+    pub client_ca: Option<PathBuf>,
+}
+
+/// A TLS file that could not be used, naming the file and what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// The file could not be read.
+    #[error("reading {what} {path}: {error}; check the path and that the file is mounted")]
+    Read {
+        /// Which file (flag name).
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+        /// The I/O error (part of the message, not a separate cause).
+        error: std::io::Error,
+    },
+    /// The file holds no usable PEM item of the expected kind.
+    #[error("{what} {path}: {problem}; expected {expected}")]
+    Content {
+        /// Which file (flag name).
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+        /// What was wrong.
+        problem: String,
+        /// What the file should hold.
+        expected: &'static str,
+    },
+    /// rustls refused the set (for example the key does not belong to the certificate).
+    #[error("TLS configuration from {cert} and {key}: {problem}")]
+    Config {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// rustls's reason.
+        problem: String,
+    },
+}
+
+fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|error| TlsError::Read {
+        what,
+        path: path.to_owned(),
+        error,
+    })
+}
+
+fn certificates(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read(what, path)?;
+    let content = |problem: String| TlsError::Content {
+        what,
+        path: path.to_owned(),
+        problem,
+        expected: "one or more PEM blocks \"-----BEGIN CERTIFICATE-----\"",
+    };
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| content(format!("not valid PEM ({e})")))?;
+    if certs.is_empty() {
+        return Err(content("no certificate found".into()));
+    }
+    Ok(certs)
+}
+
+fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let pem = read("--tls-key-file", path)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::Content {
+        what: "--tls-key-file",
+        path: path.to_owned(),
+        problem: format!("no private key found ({e})"),
+        expected: "a PEM private key (\"BEGIN PRIVATE KEY\", \"BEGIN RSA PRIVATE KEY\" or \"BEGIN EC PRIVATE KEY\")",
+    })
+}
+
+/// Reads and checks the files into a server configuration speaking HTTP/2 (ALPN `h2`), as
+/// gRPC clients require.
+pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config_error = |problem: String| TlsError::Config {
+        cert: files.cert.clone(),
+        key: files.key.clone(),
+        problem,
+    };
+    let chain = certificates("--tls-cert-file", &files.cert)?;
+    let key = private_key(&files.key)?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| config_error(e.to_string()))?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for cert in certificates("--tls-client-ca-file", ca)? {
+                roots.add(cert).map_err(|e| TlsError::Content {
+                    what: "--tls-client-ca-file",
+                    path: ca.clone(),
+                    problem: format!("a certificate rustls cannot use as a CA ({e})"),
+                    expected: "the PEM certificate(s) of the CA that signs KEDA's client certificate",
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                .build()
+                .map_err(|e| config_error(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| config_error(e.to_string()))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// What identifies a version of the files: each one's modification time and size.
+type Stamp = Vec<Option<(SystemTime, u64)>>;
+
+fn stamp(files: &TlsFiles) -> Stamp {
+    std::iter::once(&files.cert)
+        .chain(std::iter::once(&files.key))
+        .chain(files.client_ca.iter())
+        .map(|path| {
+            std::fs::metadata(path)
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len())))
+        })
+        .collect()
+}
+
+/// The current configuration, reloaded when the files change.
+#[derive(Debug)]
+pub struct ReloadingConfig {
+    files: TlsFiles,
+    current: RwLock<Arc<ServerConfig>>,
+    checked: Mutex<(Instant, Stamp)>,
+}
+
+impl ReloadingConfig {
+    /// Loads the files; fails (naming the file) when they cannot be used.
+    pub fn new(files: TlsFiles) -> Result<Self, TlsError> {
+        let before = stamp(&files);
+        let config = load(&files)?;
+        Ok(Self {
+            files,
+            current: RwLock::new(config),
+            checked: Mutex::new((Instant::now(), before)),
+        })
+    }
+
+    /// The configuration for a new connection: reloaded first when the files changed since
+    /// the last check (checks at most once per second). A set that fails to load is logged
+    /// and the previous configuration stays.
+    pub fn current(&self) -> Arc<ServerConfig> {
+        self.reload_if_changed(false);
+        self.current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Checks the files now (ignoring the once-a-second limit); true when a new configuration
+    /// was loaded.
+    pub fn reload_now(&self) -> bool {
+        self.reload_if_changed(true)
+    }
+
+    fn reload_if_changed(&self, force: bool) -> bool {
+        let mut checked = self
+            .checked
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !force && checked.0.elapsed() < CHECK_EVERY {
+            return false;
+        }
+        checked.0 = Instant::now();
+        let now = stamp(&self.files);
+        if now == checked.1 {
+            return false;
+        }
+        checked.1 = now;
+        match load(&self.files) {
+            Ok(config) => {
+                *self
+                    .current
+                    .write()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = config;
+                tracing::info!(cert = %self.files.cert.display(), "TLS certificates reloaded");
+                true
+            }
+            Err(error) => {
+                tracing::warn!(
+                    error = %error,
+                    "TLS files changed but cannot be used; keeping the previous certificates"
+                );
+                false
+            }
+        }
+    }
+}
+
+/// Accepts TCP connections on `listener`, runs each TLS handshake (bounded by
+/// [`HANDSHAKE_TIMEOUT`]) on its own task, and yields the finished streams. Stops when
+/// `shutdown` is cancelled or the stream is dropped.
+pub fn incoming(
+    listener: TcpListener,
+    config: Arc<ReloadingConfig>,
+    shutdown: CancellationToken,
+) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tx.closed() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait and try again, as a plain
+                    // listener would.
+                    tracing::warn!(error = %error, "accepting a gRPC connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let acceptor = TlsAcceptor::from(config.current());
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = tx.send(Ok(stream)).await;
+                    }
+                    Ok(Err(error)) => {
+                        tracing::debug!(peer = %peer, error = %error, "TLS handshake failed");
+                    }
+                    Err(_) => {
+                        tracing::debug!(peer = %peer, "TLS handshake timed out");
+                    }
+                }
+            });
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Pki {
+        dir: tempfile::TempDir,
+    }
+
+    impl Pki {
+        fn new() -> Self {
+            Self {
+                dir: tempfile::tempdir().unwrap(),
+            }
+        }
+
+        fn write(&self, name: &str, content: &str) -> PathBuf {
+            let path = self.dir.path().join(name);
+            std::fs::write(&path, content).unwrap();
+            path
+        }
+
+        /// A self-signed certificate for localhost; returns (cert path, key path).
+        fn self_signed(&self, prefix: &str) -> (PathBuf, PathBuf) {
+            let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+            (
+                self.write(&format!("{prefix}.crt"), &certified.cert.pem()),
+                self.write(
+                    &format!("{prefix}.key"),
+                    &certified.signing_key.serialize_pem(),
+                ),
+            )
+        }
+    }
+
+    #[test]
+    fn a_certificate_and_its_key_load_with_alpn_h2() {
+        let pki = Pki::new();
+        let (cert, key) = pki.self_signed("server");
+        let config = load(&TlsFiles {
+            cert,
+            key,
+            client_ca: None,
+        })
+        .unwrap();
+        assert_eq!(config.alpn_protocols, vec![b"h2".to_vec()]);
+    }
+
+    #[test]
+    fn bad_files_name_the_flag_the_path_and_the_fix() {
+        let pki = Pki::new();
+        let (cert, key) = pki.self_signed("server");
+        let (_, other_key) = pki.self_signed("other");
+        let garbage = pki.write("garbage.pem", "not a certificate\n");
+        let files = |cert: &Path, key: &Path, ca: Option<&Path>| TlsFiles {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+            client_ca: ca.map(Path::to_owned),
+        };
+
+        let missing = pki.dir.path().join("missing.crt");
+        let error = load(&files(&missing, &key, None)).unwrap_err().to_string();
+        assert!(
+            error.contains("--tls-cert-file") && error.contains("missing.crt"),
+            "{error}"
+        );
+        assert!(error.contains("check the path"), "{error}");
+
+        let error = load(&files(&garbage, &key, None)).unwrap_err().to_string();
+        assert!(
+            error.contains("--tls-cert-file") && error.contains("no certificate"),
+            "{error}"
+        );
+        assert!(error.contains("BEGIN CERTIFICATE"), "{error}");
+
+        let error = load(&files(&cert, &garbage, None)).unwrap_err().to_string();
+        assert!(
+            error.contains("--tls-key-file") && error.contains("no private key"),
+            "{error}"
+        );
+
+        let error = load(&files(&cert, &other_key, None))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("server.crt") && error.contains("other.key"),
+            "{error}"
+        );
+
+        let error = load(&files(&cert, &key, Some(&garbage)))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--tls-client-ca-file"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn changed_files_are_reloaded_and_a_bad_change_keeps_the_old_config() {
+        let pki = Pki::new();
+        let (cert, key) = pki.self_signed("server");
+        let reloading = ReloadingConfig::new(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: None,
+        })
+        .unwrap();
+        let first = reloading.current();
+        assert!(!reloading.reload_now(), "nothing changed yet");
+
+        // A half-written rotation (certificate replaced, key not yet): keep the old one.
+        let next = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        std::fs::write(&cert, next.cert.pem()).unwrap();
+        assert!(!reloading.reload_now());
+        assert!(Arc::ptr_eq(&first, &reloading.current()));
+
+        // The key follows: the new pair loads.
+        std::fs::write(&key, next.signing_key.serialize_pem() + "\n").unwrap();
+        assert!(reloading.reload_now());
+        assert!(!Arc::ptr_eq(&first, &reloading.current()));
+    }
+}
