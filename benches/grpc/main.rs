@@ -10,7 +10,11 @@
 //!    random phases of the scrape cycle.
 //!
 //! `cargo bench --bench grpc -- [--rate 2000] [--seconds 10] [--scaledobjects 500]
-//!  [--trials 20] [--interval 2]`
+//!  [--trials 20] [--interval 2] [--tls] [--shared-runtime]`
+//!
+//! `--tls`: mutual TLS between client and scaler, with certificates from a throwaway CA.
+//! `--shared-runtime`: the scrape loops on the RPC runtime (the design before `serve` gave
+//! them their own), for comparison.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -19,9 +23,11 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use vllm_keda_scaler::proto::external_scaler_client::ExternalScalerClient;
 use vllm_keda_scaler::proto::{GetMetricsRequest, ScaledObjectRef};
 use vllm_keda_scaler::serve::{self, ServeOptions, Server};
+use vllm_keda_scaler::tls::TlsFiles;
 
 mod chart;
 use chart::write_cdf_svg;
@@ -37,6 +43,10 @@ struct Args {
     scaledobjects: usize,
     trials: usize,
     interval: f64,
+    /// Mutual TLS between KEDA and the scaler (as `deploy/examples/scaler-tls`).
+    tls: bool,
+    /// The scrape loops on the RPC runtime instead of their own (the earlier design).
+    shared_runtime: bool,
 }
 
 fn args() -> Args {
@@ -46,6 +56,8 @@ fn args() -> Args {
         scaledobjects: 500,
         trials: 20,
         interval: 2.0,
+        tls: false,
+        shared_runtime: false,
     };
     let argv: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -57,6 +69,16 @@ fn args() -> Args {
             ("--scaledobjects", Some(v)) => a.scaledobjects = v as usize,
             ("--trials", Some(v)) => a.trials = v as usize,
             ("--interval", Some(v)) => a.interval = v,
+            ("--tls", _) => {
+                a.tls = true;
+                i += 1;
+                continue;
+            }
+            ("--shared-runtime", _) => {
+                a.shared_runtime = true;
+                i += 1;
+                continue;
+            }
             _ => {
                 i += 1;
                 continue;
@@ -108,12 +130,85 @@ async fn start_pods(pods: Pods) -> String {
     format!("http://{addr}")
 }
 
-async fn start_server(loops: Option<tokio::runtime::Handle>) -> Server {
+/// A test CA's server and client certificates for `--tls`, on disk for the server's flags.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca: String,
+    client: (String, String),
+}
+
+impl Pki {
+    fn new() -> Self {
+        use rcgen::{
+            BasicConstraints, CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa,
+            KeyPair,
+        };
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let issue = |names: &[&str], usage| {
+            let key = KeyPair::generate().unwrap();
+            let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+            let mut params = CertificateParams::new(names).unwrap();
+            params.extended_key_usages = vec![usage];
+            let cert = params.signed_by(&key, &ca).unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let (server_cert, server_key) = issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
+        let client = issue(&["keda"], ExtendedKeyUsagePurpose::ClientAuth);
+        let dir = tempfile::tempdir().unwrap();
+        for (name, pem) in [
+            ("tls.crt", &server_cert),
+            ("tls.key", &server_key),
+            ("ca.crt", &ca.pem()),
+        ] {
+            std::fs::write(dir.path().join(name), pem).unwrap();
+        }
+        Self {
+            dir,
+            ca: ca.pem(),
+            client,
+        }
+    }
+
+    fn files(&self) -> TlsFiles {
+        TlsFiles {
+            cert: self.dir.path().join("tls.crt"),
+            key: self.dir.path().join("tls.key"),
+            client_ca: Some(self.dir.path().join("ca.crt")),
+        }
+    }
+}
+
+/// How the scaler runs: its loops' runtime and its TLS files.
+struct Setup {
+    loops: Option<tokio::runtime::Handle>,
+    pki: Option<Pki>,
+}
+
+async fn start_server(setup: &Setup) -> Server {
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let mut options = ServeOptions::default();
-    options.control.loop_runtime = loops;
+    options.control.loop_runtime = setup.loops.clone();
+    options.tls = setup.pki.as_ref().map(Pki::files);
     serve::start(grpc, http, options).await.unwrap()
+}
+
+/// KEDA's connection to the scaler: one HTTP/2 connection, over mutual TLS with `--tls`.
+async fn connect(setup: &Setup, server: &Server) -> ExternalScalerClient<Channel> {
+    let scheme = if setup.pki.is_some() { "https" } else { "http" };
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{}", server.grpc_addr()))
+        .unwrap()
+        .tcp_nodelay(true);
+    if let Some(pki) = &setup.pki {
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&pki.ca))
+            .identity(Identity::from_pem(&pki.client.0, &pki.client.1))
+            .domain_name("localhost");
+        endpoint = endpoint.tls_config(tls).unwrap();
+    }
+    ExternalScalerClient::new(endpoint.connect().await.unwrap())
 }
 
 fn so_ref(name: String, metadata: &[(&str, String)]) -> ScaledObjectRef {
@@ -172,14 +267,8 @@ fn us(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64
 }
 
-async fn latency(a: &Args, pods: &Pods, base: &str, server: &Server) {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr()))
-        .unwrap()
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .unwrap();
-    let client = ExternalScalerClient::new(channel);
+async fn latency(a: &Args, setup: &Setup, pods: &Pods, base: &str, server: &Server) {
+    let client = connect(setup, server).await;
     let interval = format!("{}", a.interval);
     let refs: Vec<GetMetricsRequest> = (0..a.scaledobjects)
         .map(|i| {
@@ -283,11 +372,12 @@ async fn latency(a: &Args, pods: &Pods, base: &str, server: &Server) {
         }
     }
     println!(
-        "GetMetrics latency: {} ScaledObjects, {:.0} RPC/s achieved ({} calls in {:.2} s), one HTTP/2 connection",
+        "GetMetrics latency: {} ScaledObjects, {:.0} RPC/s achieved ({} calls in {:.2} s), one HTTP/2 connection{}",
         a.scaledobjects,
         sent as f64 / sending,
         sent,
-        sending
+        sending,
+        if a.tls { " over mutual TLS" } else { "" }
     );
     for (label, h) in [
         ("from the scheduled start", &h),
@@ -327,10 +417,8 @@ async fn latency(a: &Args, pods: &Pods, base: &str, server: &Server) {
     println!("  chart: {}", path.display());
 }
 
-async fn reaction(a: &Args, pods: &Pods, base: &str, server: &Server) {
-    let mut client = ExternalScalerClient::connect(format!("http://{}", server.grpc_addr()))
-        .await
-        .unwrap();
+async fn reaction(a: &Args, setup: &Setup, pods: &Pods, base: &str, server: &Server) {
+    let mut client = connect(setup, server).await;
     let interval = format!("{}", a.interval);
     let mut trials = Vec::new();
     for i in 0..a.trials {
@@ -465,17 +553,31 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let loops = std::env::var_os("SHARED")
-        .is_none()
-        .then(|| loops_rt.handle().clone());
+    let setup = Setup {
+        loops: (!a.shared_runtime).then(|| loops_rt.handle().clone()),
+        pki: a.tls.then(Pki::new),
+    };
+    eprintln!(
+        "scrape loops on {}; gRPC {}",
+        if a.shared_runtime {
+            "the RPC runtime (--shared-runtime)"
+        } else {
+            "their own runtime, as serve runs them"
+        },
+        if a.tls {
+            "over mutual TLS"
+        } else {
+            "plaintext"
+        }
+    );
     let pods = Pods::default();
     let base = pods_rt.block_on(start_pods(pods.clone()));
 
-    let server = scaler_rt.block_on(start_server(loops.clone()));
-    keda_rt.block_on(latency(&a, &pods, &base, &server));
+    let server = scaler_rt.block_on(start_server(&setup));
+    keda_rt.block_on(latency(&a, &setup, &pods, &base, &server));
     scaler_rt.block_on(server.shutdown()).unwrap();
 
-    let server = scaler_rt.block_on(start_server(loops.clone()));
-    keda_rt.block_on(reaction(&a, &pods, &base, &server));
+    let server = scaler_rt.block_on(start_server(&setup));
+    keda_rt.block_on(reaction(&a, &setup, &pods, &base, &server));
     scaler_rt.block_on(server.shutdown()).unwrap();
 }
