@@ -48,10 +48,13 @@ fn defaults_are_the_source_guides_example() {
     let p = &c.policy;
     assert_eq!((p.min_replicas, p.max_replicas), (1, 5));
     assert_eq!(p.queue_depth_per_replica, 25.0);
-    assert_eq!(p.e2e_latency_slo_seconds, 60.0);
     assert_eq!(
-        (p.ttft_slo_seconds, p.itl_slo_seconds),
-        (Some(2.0), Some(0.07))
+        (
+            p.e2e_latency_slo_seconds,
+            p.ttft_slo_seconds,
+            p.itl_slo_seconds
+        ),
+        (Some(60.0), Some(2.0), Some(0.07))
     );
     assert_eq!((p.kv_cache_warning, p.kv_cache_critical), (0.80, 0.95));
     assert_eq!(p.preemptions_per_second_per_replica, 5.0);
@@ -114,7 +117,7 @@ fn every_key_sets_its_field() {
         min_replicas: 2,
         max_replicas: 12,
         queue_depth_per_replica: 12.5,
-        e2e_latency_slo_seconds: 3.0,
+        e2e_latency_slo_seconds: Some(3.0),
         ttft_slo_seconds: Some(1.5),
         itl_slo_seconds: Some(0.08),
         kv_cache_warning: 0.7,
@@ -133,6 +136,53 @@ fn every_key_sets_its_field() {
         ..PolicyConfig::default()
     };
     assert_eq!(c.policy, want);
+}
+
+#[test]
+fn latency_slos_can_be_off() {
+    // Each one alone: off, the others keep their defaults.
+    let d = PolicyConfig::default();
+    let c = parse(&[("ttftSloSeconds", "off")]).unwrap().policy;
+    assert_eq!(
+        (
+            c.e2e_latency_slo_seconds,
+            c.ttft_slo_seconds,
+            c.itl_slo_seconds
+        ),
+        (d.e2e_latency_slo_seconds, None, d.itl_slo_seconds)
+    );
+    let c = parse(&[("itlSloSeconds", " Off ")]).unwrap().policy;
+    assert_eq!(
+        (c.ttft_slo_seconds, c.itl_slo_seconds),
+        (d.ttft_slo_seconds, None)
+    );
+    let c = parse(&[("latencySloSeconds", "OFF"), ("ttftSloSeconds", "1.5")])
+        .unwrap()
+        .policy;
+    assert_eq!(
+        (c.e2e_latency_slo_seconds, c.ttft_slo_seconds),
+        (None, Some(1.5))
+    );
+    // All three off is allowed: the queue, KV-cache and preemption rules remain.
+    let c = parse(&[
+        ("latencySloSeconds", "off"),
+        ("ttftSloSeconds", "off"),
+        ("itlSloSeconds", "off"),
+    ])
+    .unwrap();
+    assert_eq!(
+        c.policy,
+        PolicyConfig {
+            e2e_latency_slo_seconds: None,
+            ttft_slo_seconds: None,
+            itl_slo_seconds: None,
+            ..PolicyConfig::default()
+        }
+    );
+    // What /debug/scaledobjects shows: `None`, never NaN or 0.
+    let shown = format!("{c:?}");
+    assert!(shown.contains("e2e_latency_slo_seconds: None"), "{shown}");
+    assert!(!shown.contains("NaN"), "{shown}");
 }
 
 #[test]
@@ -236,17 +286,27 @@ fn bad_values_name_the_key_the_value_and_what_is_expected() {
         (
             "latencySloSeconds",
             "5s",
-            "expected a positive number of seconds, got \"5s\"",
+            "expected a positive number of seconds or \"off\", got \"5s\"",
         ),
         (
             "ttftSloSeconds",
             "0",
-            "expected a positive number of seconds, got \"0\"",
+            "expected a positive number of seconds or \"off\", got \"0\"",
         ),
         (
             "itlSloSeconds",
             "-0.1",
-            "expected a positive number of seconds, got \"-0.1\"",
+            "expected a positive number of seconds or \"off\", got \"-0.1\"",
+        ),
+        (
+            "itlSloSeconds",
+            "none",
+            "expected a positive number of seconds or \"off\", got \"none\"",
+        ),
+        (
+            "latencySloSeconds",
+            "false",
+            "expected a positive number of seconds or \"off\", got \"false\"",
         ),
         (
             "kvCacheWarning",
@@ -492,14 +552,13 @@ fn every_documented_key_is_accepted_and_keda_keys_are_ignored() {
 }
 
 #[test]
-fn docs_table_lists_every_key_with_its_default() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/policy.md"))
-        .expect("docs/policy.md");
-    for k in KEYS {
-        let row = format!("| `{}` | {} |", k.key, k.default);
-        assert!(
-            doc.contains(&row),
-            "docs/policy.md lacks the row starting {row:?}"
-        );
+fn docs_tables_list_every_key_with_its_default_and_meaning() {
+    for file in ["README.md", "docs/policy.md"] {
+        let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
+        let doc = std::fs::read_to_string(&path).expect(file);
+        for k in KEYS {
+            let row = format!("| `{}` | {} | {} |", k.key, k.default, k.meaning);
+            assert!(doc.contains(&row), "{file} lacks the row {row:?}");
+        }
     }
 }

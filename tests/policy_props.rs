@@ -20,15 +20,24 @@ fn config() -> impl Strategy<Value = PolicyConfig> {
     (
         (1u32..4, 0u32..12, 1.0f64..50.0, 1.0f64..10.0, 0.0f64..0.3),
         (1u32..4, 2u64..90, 0u64..60, 1u32..3, 2u64..200, 0u64..400),
-        (0u64..300, prop::bool::weighted(0.15)),
+        (
+            0u64..300,
+            prop::bool::weighted(0.15),
+            prop::bool::weighted(0.15),
+        ),
     )
         .prop_map(
-            |((min, span, n, slo, tol), (up, upp, ups, down, downp, downs), (grace, advisory))| {
+            |(
+                (min, span, n, slo, tol),
+                (up, upp, ups, down, downp, downs),
+                (grace, advisory, slo_off),
+            )| {
                 PolicyConfig {
                     min_replicas: min,
                     max_replicas: min + span,
                     queue_depth_per_replica: n,
-                    e2e_latency_slo_seconds: slo,
+                    // Sometimes `latencySloSeconds: off`: the same loads, no e2e rule.
+                    e2e_latency_slo_seconds: (!slo_off).then_some(slo),
                     hpa_tolerance: tol,
                     scale_up_pods: up,
                     scale_up_period: secs(upp),
@@ -80,7 +89,8 @@ fn segments() -> impl Strategy<Value = Vec<Segment>> {
 
 fn load(c: &PolicyConfig, seg: &Segment, ready: usize, k: u64) -> Load {
     let n = c.queue_depth_per_replica;
-    let slo = c.e2e_latency_slo_seconds;
+    // With the e2e SLO off the loads still carry latencies (which must then not matter).
+    let slo = c.e2e_latency_slo_seconds.unwrap_or(5.0);
     let r = ready as f64;
     let calm = Load::idle(ready)
         .running(4.0)
@@ -152,7 +162,8 @@ fn calm(c: &PolicyConfig, l: &Load) -> bool {
     let ok = |x: Option<f64>, below: f64| x.is_none_or(|v| !v.is_finite() || v < below);
     l.ready > 0
         && (l.queue.is_nan() || l.queue <= 0.0)
-        && ok(l.e2e_p95, c.e2e_latency_slo_seconds / 2.0)
+        && c.e2e_latency_slo_seconds
+            .is_none_or(|s| ok(l.e2e_p95, s / 2.0))
         && ok(l.kv_max, c.kv_cache_warning)
         && ok(l.gpu_memory_max, c.gpu_memory_calm_below)
 }
@@ -162,7 +173,8 @@ fn breach(c: &PolicyConfig, l: &Load) -> bool {
     let over = |x: Option<f64>, above: f64| x.is_some_and(|v| v.is_finite() && v > above);
     l.ready > 0
         && (l.queue / r > c.queue_depth_per_replica
-            || over(l.e2e_p95, c.e2e_latency_slo_seconds)
+            || c.e2e_latency_slo_seconds
+                .is_some_and(|s| over(l.e2e_p95, s))
             || over(l.kv_max, c.kv_cache_critical)
             || over(
                 l.preemptions_per_second.map(|p| p / r),

@@ -8,11 +8,11 @@ use std::time::Duration;
 use policy_support::{Load, changes, run, secs};
 use vllm_keda_scaler::policy::{Mode, Policy, PolicyConfig, PolicyState, Reason};
 
-/// The source guide's example: P95 end-to-end SLO 5 s and no TTFT or ITL SLO (the scenarios
+/// The source guide's example: P95 end-to-end SLO 5 s, TTFT and ITL SLOs off (the scenarios
 /// below are written against it; the shipped defaults differ, see `docs/policy.md`).
 fn guide_config() -> PolicyConfig {
     PolicyConfig {
-        e2e_latency_slo_seconds: 5.0,
+        e2e_latency_slo_seconds: Some(5.0),
         ttft_slo_seconds: None,
         itl_slo_seconds: None,
         ..PolicyConfig::default()
@@ -411,6 +411,94 @@ fn ttft_and_itl_slos_apply_only_when_set() {
     assert_eq!(
         d.explanation,
         "P95 TTFT 9 s > SLO 2 s; P95 ITL 0.12 s > SLO 0.1 s; target 2 -> 4 (at most +2 per 60 s)"
+    );
+}
+
+#[test]
+fn an_slo_that_is_off_never_scales_out_and_does_not_block_scale_in() {
+    // The shipped defaults with `ttftSloSeconds: off`: a TTFT far over any SLO is ignored,
+    // the e2e and ITL SLOs still judge calm.
+    let p = Policy::new(PolicyConfig {
+        ttft_slo_seconds: None,
+        ..PolicyConfig::default()
+    });
+    let mut st = PolicyState::with_previous_target(3);
+    let ds = run(&p, &mut st, 0, 600, 2, |_| {
+        Load::idle(3)
+            .running(2.0)
+            .finished(30.0)
+            .p95(10.0)
+            .ttft(9.0)
+            .itl(0.03)
+    });
+    assert!(ds.iter().all(|(_, d)| !d.reason.is_scale_out()));
+    assert_eq!(
+        changes(&ds, 3),
+        vec![(300, 2, Reason::ScaleInCalm), (420, 1, Reason::ScaleInCalm)]
+    );
+    let (_, d) = &ds[150];
+    assert_eq!(
+        d.explanation,
+        "calm for 300 s (queue 0, P95 e2e 10 s < SLO/2 30 s, P95 ITL 0.03 s < SLO/2 0.04 s); target 3 -> 2 (at most -1 per 120 s)"
+    );
+    // The same load with the TTFT SLO on: a breach, never calm.
+    let on = Policy::new(PolicyConfig::default());
+    let d = on.decide(
+        secs(0),
+        &Load::idle(3).p95(10.0).ttft(9.0).itl(0.03).signals(secs(0)),
+        &mut PolicyState::default(),
+    );
+    assert_eq!(d.reason, Reason::HoldStabilizing, "{}", d.explanation);
+    assert!(d.explanation.starts_with("P95 TTFT 9 s > SLO 2 s;"));
+}
+
+#[test]
+fn all_three_slos_off_leave_the_queue_kv_and_preemption_rules() {
+    let p = Policy::new(PolicyConfig {
+        e2e_latency_slo_seconds: None,
+        ttft_slo_seconds: None,
+        itl_slo_seconds: None,
+        scale_up_stabilization: Duration::ZERO,
+        ..PolicyConfig::default()
+    });
+    // Latencies far over any SLO: calm, and the explanation names no SLO.
+    let slow = |ready| {
+        Load::idle(ready)
+            .p95(900.0)
+            .ttft(60.0)
+            .itl(5.0)
+            .finished(10.0)
+    };
+    let mut st = PolicyState::with_previous_target(2);
+    let ds = run(&p, &mut st, 0, 302, 2, |_| slow(2));
+    let (_, d) = ds.last().unwrap();
+    assert_eq!((d.reason, d.target_replicas), (Reason::ScaleInCalm, 1));
+    assert_eq!(
+        d.explanation,
+        "calm for 300 s (queue 0); target 2 -> 1 (at most -1 per 120 s)"
+    );
+    assert!(ds.iter().all(|(_, d)| !d.explanation.contains("SLO")));
+    // The other rules still scale out.
+    let d = p.decide(
+        secs(0),
+        &slow(2).queue(100.0).signals(secs(0)),
+        &mut PolicyState::default(),
+    );
+    assert_eq!((d.reason, d.target_replicas), (Reason::QueueDepth, 4));
+    let d = p.decide(
+        secs(0),
+        &slow(2).preempt(12.0).signals(secs(0)),
+        &mut PolicyState::default(),
+    );
+    assert_eq!((d.reason, d.target_replicas), (Reason::PreemptionRate, 4));
+    let mut st = PolicyState::default();
+    let ds = run(&p, &mut st, 0, 32, 2, |_| slow(2).kv(0.97));
+    let (_, d) = ds.last().unwrap();
+    assert_eq!(
+        (d.reason, d.target_replicas),
+        (Reason::KvCacheCritical, 4),
+        "{}",
+        d.explanation
     );
 }
 

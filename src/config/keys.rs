@@ -51,17 +51,17 @@ pub const KEYS: &[KeyDoc] = &[
     KeyDoc {
         key: "latencySloSeconds",
         default: "60",
-        meaning: "P95 end-to-end latency SLO; above it scale out, below half of it counts as calm. End-to-end latency grows with output length, so the default is only a runaway guard: set it to a real budget only for short, fixed-length outputs (the source guide's 5 s)",
+        meaning: "P95 end-to-end latency SLO in seconds, or `off`; above it scale out, below half of it counts as calm, and `off` takes it out of both. End-to-end latency grows with output length, so the default is only a runaway guard: set it to a real budget only for short, fixed-length outputs (the source guide's 5 s)",
     },
     KeyDoc {
         key: "ttftSloSeconds",
         default: "2",
-        meaning: "P95 time-to-first-token SLO, same rules as latencySloSeconds",
+        meaning: "P95 time-to-first-token SLO in seconds, or `off`; same rules as latencySloSeconds",
     },
     KeyDoc {
         key: "itlSloSeconds",
         default: "0.07",
-        meaning: "P95 inter-token latency (TPOT) SLO, same rules as latencySloSeconds",
+        meaning: "P95 inter-token latency (TPOT) SLO in seconds, or `off`; same rules as latencySloSeconds",
     },
     KeyDoc {
         key: "kvCacheWarning",

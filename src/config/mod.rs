@@ -112,15 +112,9 @@ impl ScalerConfig {
         let queue_depth_per_replica = m
             .positive("queueDepthPerReplica", "a positive number")?
             .unwrap_or(d.queue_depth_per_replica);
-        let e2e_latency_slo_seconds = m
-            .positive("latencySloSeconds", "a positive number of seconds")?
-            .unwrap_or(d.e2e_latency_slo_seconds);
-        let ttft_slo_seconds = m
-            .positive("ttftSloSeconds", "a positive number of seconds")?
-            .or(d.ttft_slo_seconds);
-        let itl_slo_seconds = m
-            .positive("itlSloSeconds", "a positive number of seconds")?
-            .or(d.itl_slo_seconds);
+        let e2e_latency_slo_seconds = m.slo("latencySloSeconds", d.e2e_latency_slo_seconds)?;
+        let ttft_slo_seconds = m.slo("ttftSloSeconds", d.ttft_slo_seconds)?;
+        let itl_slo_seconds = m.slo("itlSloSeconds", d.itl_slo_seconds)?;
         let kv_warning = m.fraction("kvCacheWarning")?;
         let kv_critical = m.fraction("kvCacheCritical")?;
         let preemptions = m

@@ -1,5 +1,6 @@
 //! Reading one metadata value: plain decimals, whole numbers, fractions, seconds, words.
-//! Each reader returns `Ok(None)` when the key is absent.
+//! Each reader returns `Ok(None)` when the key is absent (except [`Meta::slo`], which takes
+//! the default, because there `None` means `off`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -54,6 +55,16 @@ impl Meta<'_> {
     /// A number > 0.
     pub(super) fn positive(&self, key: &str, what: &str) -> Result<Option<f64>, ConfigError> {
         self.number(key, what, |x| x > 0.0)
+    }
+
+    /// A latency SLO: seconds > 0, or `off` (any case) for no trigger (`None`); `default`
+    /// when the key is absent.
+    pub(super) fn slo(&self, key: &str, default: Option<f64>) -> Result<Option<f64>, ConfigError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) if v.trim().eq_ignore_ascii_case("off") => Ok(None),
+            Some(_) => self.positive(key, "a positive number of seconds or \"off\""),
+        }
     }
 
     /// A fraction in (0, 1].
@@ -149,5 +160,36 @@ mod tests {
             assert_eq!(plain_decimal(bad), None, "{bad}");
         }
         assert_eq!(plain_decimal(&"9".repeat(400)), None);
+    }
+
+    #[test]
+    fn slo_is_seconds_or_off() {
+        let map: HashMap<String, String> = [
+            ("a", "1.5"),
+            ("b", "off"),
+            ("c", " OFF "),
+            ("d", "Off"),
+            ("e", "0"),
+            ("f", "of"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let m = Meta(&map);
+        assert_eq!(m.slo("a", None), Ok(Some(1.5)));
+        for off in ["b", "c", "d"] {
+            assert_eq!(m.slo(off, Some(2.0)), Ok(None), "{off}");
+        }
+        assert_eq!(m.slo("absent", Some(2.0)), Ok(Some(2.0)));
+        assert_eq!(m.slo("absent", None), Ok(None));
+        for bad in ["e", "f"] {
+            let e = m.slo(bad, Some(2.0)).unwrap_err();
+            assert_eq!(e.key, bad);
+            assert!(
+                e.message
+                    .starts_with("expected a positive number of seconds or \"off\", got "),
+                "{e}"
+            );
+        }
     }
 }

@@ -13,9 +13,9 @@
 //!
 //! - **Scale out** when any trigger fires: queue depth per ready replica > N (demand:
 //!   `ceil(queue / N)` replicas, the same number the HPA computes for an `AverageValue` target
-//!   of N on the summed queue); P95 e2e latency, TTFT or ITL over its SLO; KV-cache usage (the
-//!   fullest pod) over critical for 30 s; preemptions per second per ready replica over the
-//!   threshold. Latency, KV and preemption triggers are guardrails: each asks for one step
+//!   of N on the summed queue); P95 e2e latency, TTFT or ITL over its SLO (an SLO that is off,
+//!   `None`, is no trigger and not part of the calm check); KV-cache usage (the fullest pod)
+//!   over critical for 30 s; preemptions per second per ready replica over the threshold. Latency, KV and preemption triggers are guardrails: each asks for one step
 //!   (`scaleUpPods`) above the level or the ready replicas, whichever is more. A breach must
 //!   hold continuously for `scaleUpStabilizationSeconds` before the level moves; the target
 //!   then rises by at most `scaleUpPods` (counted from the same base) per
@@ -23,11 +23,11 @@
 //! - **Capacity on the way**: while the level is above the ready replicas and the shortfall is
 //!   younger than `startupGraceSeconds`, guardrails do not stack another step (the queue
 //!   demand, an absolute number, still applies).
-//! - **Scale in** only when calm: queue 0, every P95 below half its SLO (undefined = calm),
-//!   KV usage below warning, GPU memory below 95 % (when DCGM is configured) and no trigger. Calm must
-//!   hold for `scaleDownStabilizationSeconds`; then the level drops by at most `scaleDownPods`
-//!   per `scaleDownPeriodSeconds`. Any non-calm sample restarts the calm clock; so does a
-//!   sample with no ready replica. A fresh [`PolicyState`] (a restart) starts the calm clock at
+//! - **Scale in** only when calm: queue 0, every P95 below half its SLO (undefined = calm; an
+//!   SLO that is off is not checked), KV usage below warning, GPU memory below 95 % (when DCGM
+//!   is configured) and no trigger. Calm must hold for `scaleDownStabilizationSeconds`; then
+//!   the level drops by at most `scaleDownPods` per `scaleDownPeriodSeconds`. Any non-calm
+//!   sample restarts the calm clock; so does a sample with no ready replica. A fresh [`PolicyState`] (a restart) starts the calm clock at
 //!   its first decision, so a restart never scales in during its first calm period.
 //! - **HPA tolerance**: the HPA ignores a value within `hpaTolerance` of its current replicas.
 //!   A scale-up is widened to the smallest step the HPA acts on (or held, reason
@@ -61,11 +61,12 @@ pub struct PolicyConfig {
     pub max_replicas: u32,
     /// N: waiting requests one replica may have before scaling out (`queueDepthPerReplica`).
     pub queue_depth_per_replica: f64,
-    /// P95 end-to-end latency SLO in seconds (`latencySloSeconds`).
-    pub e2e_latency_slo_seconds: f64,
-    /// P95 time-to-first-token SLO in seconds (`ttftSloSeconds`), when set.
+    /// P95 end-to-end latency SLO in seconds (`latencySloSeconds`). `None` is off: neither a
+    /// scale-out trigger nor part of the calm check (so for the TTFT and ITL SLOs).
+    pub e2e_latency_slo_seconds: Option<f64>,
+    /// P95 time-to-first-token SLO in seconds (`ttftSloSeconds`); `None` is off.
     pub ttft_slo_seconds: Option<f64>,
-    /// P95 inter-token latency SLO in seconds (`itlSloSeconds`), when set.
+    /// P95 inter-token latency SLO in seconds (`itlSloSeconds`); `None` is off.
     pub itl_slo_seconds: Option<f64>,
     /// KV-cache usage (0..1) at or above which the fleet is not calm (`kvCacheWarning`).
     pub kv_cache_warning: f64,
@@ -119,7 +120,7 @@ impl Default for PolicyConfig {
             // Tuned on the simulator (EVALUATION.md): a 5 s end-to-end SLO keeps a fleet with
             // long generations scaling out for nothing (e2e grows with output length), so the
             // default end-to-end SLO is only a runaway guard and TTFT and ITL carry the SLO.
-            e2e_latency_slo_seconds: 60.0,
+            e2e_latency_slo_seconds: Some(60.0),
             ttft_slo_seconds: Some(2.0),
             itl_slo_seconds: Some(0.07),
             kv_cache_warning: 0.80,

@@ -96,7 +96,7 @@ pub(super) fn triggers(
             Reason::E2eLatencySlo,
             "e2e",
             o.e2e_p95,
-            Some(c.e2e_latency_slo_seconds),
+            c.e2e_latency_slo_seconds,
         ),
         (Reason::TtftSlo, "TTFT", o.ttft_p95, c.ttft_slo_seconds),
         (Reason::ItlSlo, "ITL", o.itl_p95, c.itl_slo_seconds),
@@ -168,11 +168,12 @@ pub(super) fn calm_check(c: &PolicyConfig, o: &Observed) -> (Vec<String>, Vec<St
         facts.push("queue 0".to_owned());
     }
     let latencies = [
-        ("e2e", o.e2e_p95, Some(c.e2e_latency_slo_seconds)),
+        ("e2e", o.e2e_p95, c.e2e_latency_slo_seconds),
         ("TTFT", o.ttft_p95, c.ttft_slo_seconds),
         ("ITL", o.itl_p95, c.itl_slo_seconds),
     ];
     for (name, p95, slo) in latencies {
+        // An SLO that is off is not part of the calm check (and not mentioned).
         let Some(slo) = slo else { continue };
         let half = slo / 2.0;
         match p95 {

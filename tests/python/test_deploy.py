@@ -531,9 +531,10 @@ def test_rules_pass_promtool_check(promtool, tmp_path):
     names = {r["alert"] for r in ds.alert_rules()}
     guide = {"VLLMHighQueueDepth", "VLLMHighLatency", "VLLMGPUMemoryCritical", "VLLMKVCacheFull",
              "VLLMPreemptionSpike"}
+    slo = {"VLLMHighTTFT", "VLLMHighITL"}
     scaler = {"VLLMKedaScalerTargetsFailing", "VLLMKedaScalerNoFreshData",
               "VLLMKedaScalerFallbackLikely", "VLLMKedaScalerPinnedAtMax"}
-    assert guide | scaler <= names
+    assert guide | slo | scaler <= names
 
 
 def test_guide_alerts_keep_the_guide_thresholds():
@@ -554,6 +555,9 @@ def test_guide_alerts_keep_the_guide_thresholds():
     for name in ("VLLMKVCacheFull", "VLLMKVCacheHigh"):
         expr = rules[name]["expr"]
         assert "vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc" in expr, "both names, never added"
+    itl = " ".join(rules["VLLMHighITL"]["expr"].split())
+    assert ("rate(vllm:inter_token_latency_seconds_bucket[5m]) "
+            "or rate(vllm:time_per_output_token_seconds_bucket[5m])") in itl, "both names, never added"
 
 
 def _run_promtool_tests(promtool, rules_groups, workdir: Path, alert: str | None = None) -> subprocess.CompletedProcess:
@@ -995,19 +999,32 @@ def test_alert_expressions_on_real_vllm_metrics(fixture_prometheus):
         assert query(rules[silent]) == [], silent
     slow = {m["model_name"] for m, v in query(rules["VLLMHighLatency"])}
     assert "meta-llama/Llama-3.1-8B-Instruct" in slow
+    # the loaded fixtures are over the examples' SLO (over 5 m: P95 TTFT 5.8 s (V1) and 6.9 s
+    # (V0), P95 ITL 74 ms under the new name (V1) and the old one (V0))
+    for alert in ("VLLMHighTTFT", "VLLMHighITL"):
+        got = {m["namespace"] for m, _ in query(rules[alert])}
+        assert got == {dp.V1_NAMESPACE, dp.V0_NAMESPACE}, (alert, got)
 
 
 def test_alert_thresholds_agree_with_the_scaledobject(rendered):
-    """The alerts and the scaler judge the same SLO and KV-cache limits."""
+    """The alerts and the scaler judge the same SLO and KV-cache limits. The SLO is TTFT and ITL
+    in every example; VLLMHighLatency is the source guide's alert (P95 e2e > 5 s) and stays
+    apart: the examples leave latencySloSeconds at its 60 s runaway guard."""
     if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
         return
-    md = md_of(ds.one(objects(rendered, "deploy/examples/scaledobject-external"), "ScaledObject")["spec"])
     rules = {r["alert"]: r["expr"].strip() for r in ds.alert_rules()}
 
     def threshold(alert):
         return float(re.search(r">\s*([0-9.]+)$", rules[alert]).group(1))
 
-    assert threshold("VLLMHighLatency") == float(md["latencySloSeconds"])
+    for directory in ("deploy/examples/scaledobject-external", "deploy/examples/scaledobject-external-push",
+                      "deploy/examples/scaledobject-tls"):
+        md = md_of(ds.one(objects(rendered, directory), "ScaledObject")["spec"])
+        assert threshold("VLLMHighTTFT") == float(md["ttftSloSeconds"]), directory
+        assert threshold("VLLMHighITL") == float(md["itlSloSeconds"]), directory
+        assert md.get("latencySloSeconds", "60") == "60", \
+            f"{directory}: keep latencySloSeconds at its 60 s runaway guard; TTFT and ITL carry the SLO"
+    md = md_of(ds.one(objects(rendered, "deploy/examples/scaledobject-external"), "ScaledObject")["spec"])
     assert threshold("VLLMKVCacheFull") == float(md["kvCacheCritical"])
     assert threshold("VLLMKVCacheHigh") == float(md["kvCacheWarning"])
     assert threshold("VLLMPreemptionSpike") == float(md["preemptionRateThreshold"])
