@@ -160,6 +160,26 @@ async fn saturation_point_threshold_and_capacity_match_the_known_capacity() {
         snippet.contains(&format!("queueDepthPerReplica: \"{n}\"")),
         "{snippet}"
     );
+    // The latency SLOs suggested are TTFT and ITL (twice their healthy P95), each a value the
+    // scaler's metadata parser accepts; the e2e SLO stays at its default guard.
+    let mut metadata = std::collections::HashMap::from([(
+        "endpoints".to_owned(),
+        "http://127.0.0.1:8000/metrics".to_owned(),
+    )]);
+    for key in ["ttftSloSeconds", "itlSloSeconds"] {
+        let line = snippet
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{key}:")))
+            .unwrap_or_else(|| panic!("no {key} in\n{snippet}"));
+        let value = line.split('"').nth(1).unwrap();
+        metadata.insert(key.to_owned(), value.to_owned());
+    }
+    let config = vllm_keda_scaler::config::ScalerConfig::from_metadata(&metadata)
+        .unwrap_or_else(|e| panic!("the snippet's SLOs are refused: {e}\n{snippet}"));
+    let ttft = config.policy.ttft_slo_seconds.unwrap();
+    let client_ttft_p95 = report.verdict.healthy_ttft_p95_seconds.unwrap();
+    assert!(ttft >= 2.0 * client_ttft_p95 && ttft < 2.0 * client_ttft_p95 + 0.1, "{snippet}");
+    assert!(!snippet.contains("\n      latencySloSeconds:"), "{snippet}");
     let svg = std::fs::read_to_string(dir.path().join("loadtest.svg")).unwrap();
     assert!(svg.contains("saturation at 30 req/s") && svg.contains("Queue depth over time"));
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();

@@ -227,13 +227,37 @@ pub fn scaledobject_snippet(report: &LoadtestReport) -> String {
             );
         }
     }
+    // Scale-in waits for each latency below half its SLO, so an SLO at twice the healthy P95
+    // lets a healthy fleet scale in while a bending one scales out.
+    for (key, what, p95, step, default) in [
+        (
+            "ttftSloSeconds",
+            "TTFT",
+            v.healthy_ttft_p95_seconds,
+            0.1,
+            "2",
+        ),
+        (
+            "itlSloSeconds",
+            "ITL",
+            v.healthy_itl_p95_seconds,
+            0.005,
+            "0.07",
+        ),
+    ] {
+        if let Some(p95) = p95 {
+            let slo = format!("{:.3}", (p95 * 2.0 / step).ceil() * step);
+            let slo = slo.trim_end_matches('0').trim_end_matches('.');
+            let _ = writeln!(
+                out,
+                "      {key}: \"{slo}\"  # twice the healthy P95 {what} ({p95:.3} s); default {default}; use your own SLO if stricter"
+            );
+        }
+    }
     if let Some(p95) = v.healthy_e2e_p95_seconds {
-        // Scale-in waits for latency below half the SLO, so an SLO at twice the healthy P95
-        // lets a healthy fleet scale in while a bending one scales out.
-        let slo = ((p95 * 2.0) * 10.0).ceil() / 10.0;
         let _ = writeln!(
             out,
-            "      latencySloSeconds: \"{slo}\"  # twice the healthy P95 e2e ({p95:.2} s); use your own SLO if stricter"
+            "      # latencySloSeconds: left at its 60 s default (a runaway guard): e2e latency grows with output length (healthy P95 here {p95:.2} s)"
         );
     }
     out

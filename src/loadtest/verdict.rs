@@ -198,6 +198,10 @@ pub struct Verdict {
     pub peak_ok_rps_per_replica: Option<f64>,
     /// Client P95 e2e latency at the last healthy step, seconds.
     pub healthy_e2e_p95_seconds: Option<f64>,
+    /// Client P95 time to first token at the last healthy step, seconds.
+    pub healthy_ttft_p95_seconds: Option<f64>,
+    /// Client P95 inter-token latency at the last healthy step, seconds.
+    pub healthy_itl_p95_seconds: Option<f64>,
     /// One-line summary.
     pub summary: String,
     /// Per step.
@@ -340,6 +344,8 @@ pub fn decide(steps: &[StepResult], settings: &VerdictSettings) -> Verdict {
             .map(|h| h.output_tokens_per_second / replicas),
         peak_ok_rps_per_replica,
         healthy_e2e_p95_seconds: healthy.and_then(|h| h.e2e.p95),
+        healthy_ttft_p95_seconds: healthy.and_then(|h| h.ttft.p95),
+        healthy_itl_p95_seconds: healthy.and_then(|h| h.itl.p95),
         summary,
         steps: judgements,
     }
