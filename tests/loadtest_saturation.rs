@@ -178,7 +178,10 @@ async fn saturation_point_threshold_and_capacity_match_the_known_capacity() {
         .unwrap_or_else(|e| panic!("the snippet's SLOs are refused: {e}\n{snippet}"));
     let ttft = config.policy.ttft_slo_seconds.unwrap();
     let client_ttft_p95 = report.verdict.healthy_ttft_p95_seconds.unwrap();
-    assert!(ttft >= 2.0 * client_ttft_p95 && ttft < 2.0 * client_ttft_p95 + 0.1, "{snippet}");
+    assert!(
+        ttft >= 2.0 * client_ttft_p95 && ttft < 2.0 * client_ttft_p95 + 0.1,
+        "{snippet}"
+    );
     assert!(!snippet.contains("\n      latencySloSeconds:"), "{snippet}");
     let svg = std::fs::read_to_string(dir.path().join("loadtest.svg")).unwrap();
     assert!(svg.contains("saturation at 30 req/s") && svg.contains("Queue depth over time"));

@@ -380,3 +380,41 @@ async fn a_loop_stops_when_keda_stops_asking() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_scrape_a_scaledobject_at_the_same_instants() {
+    // The scaler's replicas behind the headless Service each run a loop per ScaledObject; KEDA
+    // may ask them at different times. After the first cycle both sit on the same phase of a
+    // wall-clock grid, so they read the pods at the same moments and answer from the same data.
+    let pod = start_pod(IDLE).await;
+    let md = metadata(&[("endpoints", &pod.url), ("scrapeIntervalSeconds", "1")]);
+    let first = start_server().await;
+    let mut c = client(first.grpc_addr()).await;
+    c.get_metric_spec(so_ref("chat", md.clone())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(370)).await;
+    let second = start_server().await;
+    let mut c = client(second.grpc_addr()).await;
+    c.get_metric_spec(so_ref("chat", md)).await.unwrap();
+
+    // The time of each replica's third cycle, read as it is published.
+    let third_cycle = |server: &Server| {
+        let mut rx = server.controller().find("llm", "chat").unwrap().subscribe();
+        async move {
+            let status = rx.wait_for(|s| s.cycles >= 3).await.unwrap().clone();
+            status.last_healthy_unix_seconds.unwrap()
+        }
+    };
+    let (a, b) = within("three cycles on both replicas", async {
+        tokio::join!(third_cycle(&first), third_cycle(&second))
+    })
+    .await;
+    // Same phase of the 1 s grid (they may be one whole interval apart).
+    let apart = (a - b).rem_euclid(1.0);
+    let apart = apart.min(1.0 - apart);
+    assert!(
+        apart < 0.15,
+        "cycles {a:.3} and {b:.3} are {apart:.3} s out of phase"
+    );
+    first.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
+}

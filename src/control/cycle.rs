@@ -38,8 +38,10 @@ fn phase_offset(key: &super::Key, interval: Duration) -> Duration {
     Duration::from_nanos((u128::from(hash) % nanos) as u64)
 }
 
-/// The first instant strictly after `since_origin` (time since the registry's origin) that
-/// sits at `offset` within the interval grid counted from the origin.
+/// The first instant strictly after `since_origin` that sits at `offset` within the interval
+/// grid counted from the origin. The loop passes the time since the Unix epoch, so every
+/// scaler replica puts a ScaledObject's cycles at the same instants: replicas behind the
+/// headless Service scrape the same pods together and their answers agree.
 fn next_aligned(since_origin: Duration, interval: Duration, offset: Duration) -> Duration {
     let period = interval.as_nanos().max(1);
     let now = since_origin.as_nanos();
@@ -129,7 +131,11 @@ pub(super) async fn run(
         if !aligned {
             aligned = true;
             let offset = phase_offset(&so.key, interval);
-            ticker.reset_at(so.origin + next_aligned(so.origin.elapsed(), interval, offset));
+            let unix = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            let wait = next_aligned(unix, interval, offset).saturating_sub(unix);
+            ticker.reset_at(Instant::now() + wait);
         }
     }
     so.cancel.cancel();
