@@ -237,14 +237,15 @@ pub async fn start(
     let http_addr = http
         .local_addr()
         .context("reading the HTTP listener's address")?;
+    let metrics = Arc::new(Metrics::new());
     let tls_config = match &options.tls {
         Some(files) => Some(Arc::new(
-            ReloadingConfig::new(files.clone()).context("setting up TLS for the gRPC port")?,
+            ReloadingConfig::new(files.clone(), metrics.clone())
+                .context("setting up TLS for the gRPC port")?,
         )),
         None => None,
     };
     let shutdown = CancellationToken::new();
-    let metrics = Arc::new(Metrics::new());
     let controller = Controller::new(metrics, options.control.clone(), shutdown.child_token());
     let ready = Arc::new(AtomicBool::new(false));
 

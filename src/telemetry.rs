@@ -54,6 +54,14 @@ pub struct ResultLabels {
     pub result: String,
 }
 
+/// The result of a TLS handshake (`ok`, `failed`, `timed_out`) or certificate reload (`ok`,
+/// `failed`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TlsResultLabels {
+    /// What happened.
+    pub result: String,
+}
+
 /// Per-ScaledObject labels plus target health.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct HealthLabels {
@@ -140,6 +148,10 @@ pub struct Metrics {
     pub rpc_duration_seconds: Family<MethodLabels, Histogram, HistogramConstructor>,
     /// ScaledObjects with a running loop.
     pub scaledobjects: Gauge,
+    /// TLS handshakes on the gRPC port by result (a misconfigured KEDA shows as `failed`).
+    pub tls_handshakes: Family<TlsResultLabels, Counter>,
+    /// Reloads of changed TLS files by result.
+    pub tls_reloads: Family<TlsResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -149,6 +161,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts one TLS handshake or reload result.
+    pub fn count_tls(family: &Family<TlsResultLabels, Counter>, result: &str) {
+        family
+            .get_or_create(&TlsResultLabels {
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
     /// Creates and registers every metric.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("vllm_keda_scaler");
@@ -174,6 +195,8 @@ impl Metrics {
             scrape_duration_seconds: Family::new_with_constructor(scrape_histogram),
             rpc_duration_seconds: Family::new_with_constructor(rpc_histogram),
             scaledobjects: Gauge::default(),
+            tls_handshakes: Family::default(),
+            tls_reloads: Family::default(),
         };
         let r = &mut registry;
         r.register(
@@ -267,6 +290,16 @@ impl Metrics {
             "scaledobjects",
             "ScaledObjects with a running loop",
             m.scaledobjects.clone(),
+        );
+        r.register(
+            "tls_handshakes",
+            "TLS handshakes on the gRPC port by result (ok, failed, timed_out)",
+            m.tls_handshakes.clone(),
+        );
+        r.register(
+            "tls_reloads",
+            "Reloads of changed TLS certificate files by result (ok, failed)",
+            m.tls_reloads.clone(),
         );
         Self { registry, ..m }
     }

@@ -28,6 +28,8 @@ use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::telemetry::Metrics;
+
 /// How long a client gets to finish its TLS handshake before the connection is dropped.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -176,17 +178,20 @@ fn stamp(files: &TlsFiles) -> Stamp {
 #[derive(Debug)]
 pub struct ReloadingConfig {
     files: TlsFiles,
+    metrics: Arc<Metrics>,
     current: RwLock<Arc<ServerConfig>>,
     checked: Mutex<(Instant, Stamp)>,
 }
 
 impl ReloadingConfig {
-    /// Loads the files; fails (naming the file) when they cannot be used.
-    pub fn new(files: TlsFiles) -> Result<Self, TlsError> {
+    /// Loads the files; fails (naming the file) when they cannot be used. Later reloads are
+    /// counted in `metrics`.
+    pub fn new(files: TlsFiles, metrics: Arc<Metrics>) -> Result<Self, TlsError> {
         let before = stamp(&files);
         let config = load(&files)?;
         Ok(Self {
             files,
+            metrics,
             current: RwLock::new(config),
             checked: Mutex::new((Instant::now(), before)),
         })
@@ -230,6 +235,7 @@ impl ReloadingConfig {
                     .write()
                     .unwrap_or_else(|poisoned| poisoned.into_inner()) = config;
                 tracing::info!(cert = %self.files.cert.display(), "TLS certificates reloaded");
+                Metrics::count_tls(&self.metrics.tls_reloads, "ok");
                 true
             }
             Err(error) => {
@@ -237,6 +243,7 @@ impl ReloadingConfig {
                     error = %error,
                     "TLS files changed but cannot be used; keeping the previous certificates"
                 );
+                Metrics::count_tls(&self.metrics.tls_reloads, "failed");
                 false
             }
         }
@@ -244,8 +251,9 @@ impl ReloadingConfig {
 }
 
 /// Accepts TCP connections on `listener`, runs each TLS handshake (bounded by
-/// [`HANDSHAKE_TIMEOUT`]) on its own task, and yields the finished streams. Stops when
-/// `shutdown` is cancelled or the stream is dropped.
+/// [`HANDSHAKE_TIMEOUT`]) on its own task, and yields the finished streams; results are
+/// counted in the configuration's metrics. Stops when `shutdown` is cancelled or the stream
+/// is dropped.
 pub fn incoming(
     listener: TcpListener,
     config: Arc<ReloadingConfig>,
@@ -272,18 +280,24 @@ pub fn incoming(
             let _ = tcp.set_nodelay(true);
             let acceptor = TlsAcceptor::from(config.current());
             let tx = tx.clone();
+            let metrics = config.metrics.clone();
             tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => {
-                        let _ = tx.send(Ok(stream)).await;
-                    }
-                    Ok(Err(error)) => {
-                        tracing::debug!(peer = %peer, error = %error, "TLS handshake failed");
-                    }
-                    Err(_) => {
-                        tracing::debug!(peer = %peer, "TLS handshake timed out");
-                    }
-                }
+                let result =
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(stream)) => {
+                            let _ = tx.send(Ok(stream)).await;
+                            "ok"
+                        }
+                        Ok(Err(error)) => {
+                            tracing::debug!(peer = %peer, error = %error, "TLS handshake failed");
+                            "failed"
+                        }
+                        Err(_) => {
+                            tracing::debug!(peer = %peer, "TLS handshake timed out");
+                            "timed_out"
+                        }
+                    };
+                Metrics::count_tls(&metrics.tls_handshakes, result);
             });
         }
     });
@@ -388,11 +402,15 @@ mod tests {
     async fn changed_files_are_reloaded_and_a_bad_change_keeps_the_old_config() {
         let pki = Pki::new();
         let (cert, key) = pki.self_signed("server");
-        let reloading = ReloadingConfig::new(TlsFiles {
-            cert: cert.clone(),
-            key: key.clone(),
-            client_ca: None,
-        })
+        let metrics = Arc::new(Metrics::new());
+        let reloading = ReloadingConfig::new(
+            TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: None,
+            },
+            metrics.clone(),
+        )
         .unwrap();
         let first = reloading.current();
         assert!(!reloading.reload_now(), "nothing changed yet");
@@ -407,5 +425,14 @@ mod tests {
         std::fs::write(&key, next.signing_key.serialize_pem() + "\n").unwrap();
         assert!(reloading.reload_now());
         assert!(!Arc::ptr_eq(&first, &reloading.current()));
+        let text = metrics.encode();
+        assert!(
+            text.contains("vllm_keda_scaler_tls_reloads_total{result=\"failed\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vllm_keda_scaler_tls_reloads_total{result=\"ok\"} 1"),
+            "{text}"
+        );
     }
 }

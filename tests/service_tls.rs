@@ -163,6 +163,18 @@ async fn mutual_tls_serves_keda_with_its_client_certificate_and_refuses_others()
             .flatten()
             .is_none()
     );
+
+    // The refusals are visible in the scaler's own metrics (a misconfigured KEDA shows there).
+    let count = |result: &str| -> f64 {
+        let text = server.controller().metrics().encode();
+        let series = format!("vllm_keda_scaler_tls_handshakes_total{{result=\"{result}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .map_or(0.0, |v| v.parse().unwrap())
+    };
+    assert!(count("ok") >= 1.0);
+    // No certificate and a stranger's certificate (a plaintext client fails the same way).
+    assert!(count("failed") >= 2.0, "failed {}", count("failed"));
     server.shutdown().await.unwrap();
 }
 
