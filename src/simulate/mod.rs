@@ -7,7 +7,7 @@
 //!
 //! Data flow: [`scenario`] (requests) -> [`fleet`] (engines, routing, lifecycles) <->
 //! [`controllers`] (ours via signals + policy + [`hpa`]; the guide's chain via [`prometheus`]
-//! + [`hpa`]; static; oracle) -> [`report`].
+//! + [`hpa`]; Knative's KPA, actuating directly; static; oracle) -> [`report`].
 
 pub mod controllers;
 pub mod fleet;
@@ -26,7 +26,9 @@ use crate::config::ScalerConfig;
 use crate::emulator::EngineConfig;
 use crate::plot::{Axis, Chart, Series};
 
-use controllers::{Oracle, OracleSettings, Ours, PrometheusKeda, PrometheusKedaSettings, Static};
+use controllers::{
+    Kpa, KpaSettings, Oracle, OracleSettings, Ours, PrometheusKeda, PrometheusKedaSettings, Static,
+};
 use fleet::{Controller, FleetSettings, RunResult};
 use report::{PolicyReport, SloTargets};
 use scenario::Scenario;
@@ -48,7 +50,9 @@ pub struct SimulateArgs {
     /// Only the first this many seconds of each trace (after reshaping).
     #[arg(long)]
     pub duration_seconds: Option<f64>,
-    /// Policies to compare: ours, prometheus-keda, static:N, oracle.
+    /// Policies to compare: ours, prometheus-keda, kpa (Knative's concurrency autoscaler,
+    /// target 256 in-flight requests per replica at 70 % utilisation), kpa:TARGET, static:N,
+    /// oracle.
     #[arg(
         long,
         value_delimiter = ',',
@@ -97,6 +101,9 @@ pub enum PolicySpec {
     Ours,
     /// The source guide's Prometheus + KEDA setup.
     PrometheusKeda,
+    /// The Knative Pod Autoscaler with this concurrency target per replica (before Knative's
+    /// 70 % target utilisation).
+    Kpa(f64),
     /// A fixed fleet of N.
     Static(u32),
     /// The future-knowing reference.
@@ -104,13 +111,26 @@ pub enum PolicySpec {
 }
 
 impl PolicySpec {
-    /// Parses `ours`, `prometheus-keda`, `static:N`, `oracle`.
+    /// Parses `ours`, `prometheus-keda`, `kpa`, `kpa:TARGET`, `static:N`, `oracle`.
     pub fn parse(text: &str) -> anyhow::Result<Self> {
         match text.trim() {
             "ours" => Ok(Self::Ours),
             "prometheus-keda" => Ok(Self::PrometheusKeda),
             "oracle" => Ok(Self::Oracle),
+            "kpa" => Ok(Self::Kpa(controllers::KPA_DEFAULT_TARGET)),
             other => {
+                if let Some(t) = other.strip_prefix("kpa:") {
+                    let t: f64 = t
+                        .parse()
+                        .ok()
+                        .filter(|t: &f64| t.is_finite() && *t > 0.0)
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "--policies {other:?}: expected kpa:TARGET with TARGET a positive number (in-flight requests per replica)"
+                            )
+                        })?;
+                    return Ok(Self::Kpa(t));
+                }
                 if let Some(n) = other.strip_prefix("static:") {
                     let n: u32 = n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                         anyhow::anyhow!(
@@ -120,7 +140,7 @@ impl PolicySpec {
                     Ok(Self::Static(n))
                 } else {
                     anyhow::bail!(
-                        "--policies {other:?}: unknown policy; expected ours, prometheus-keda, static:N or oracle"
+                        "--policies {other:?}: unknown policy; expected ours, prometheus-keda, kpa, kpa:TARGET, static:N or oracle"
                     )
                 }
             }
@@ -132,6 +152,8 @@ impl PolicySpec {
         match self {
             Self::Ours => "ours".into(),
             Self::PrometheusKeda => "prometheus-keda".into(),
+            Self::Kpa(t) if *t == controllers::KPA_DEFAULT_TARGET => "kpa".into(),
+            Self::Kpa(t) => format!("kpa:{t}"),
             Self::Static(n) => format!("static:{n}"),
             Self::Oracle => "oracle".into(),
         }
@@ -203,6 +225,15 @@ impl Simulation {
                 opening,
                 Box::new(PrometheusKeda::new(
                     self.prometheus_keda.clone(),
+                    self.min_replicas,
+                    self.max_replicas,
+                    opening,
+                )),
+            ),
+            PolicySpec::Kpa(target) => (
+                opening,
+                Box::new(Kpa::new(
+                    KpaSettings::with_target(*target),
                     self.min_replicas,
                     self.max_replicas,
                     opening,
@@ -436,4 +467,23 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         print!("{markdown}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kpa_policies_parse_with_the_default_or_a_given_target() {
+        let kpa = PolicySpec::parse("kpa").unwrap();
+        assert_eq!(kpa, PolicySpec::Kpa(controllers::KPA_DEFAULT_TARGET));
+        assert_eq!(kpa.name(), "kpa");
+        let k64 = PolicySpec::parse(" kpa:64 ").unwrap();
+        assert_eq!(k64, PolicySpec::Kpa(64.0));
+        assert_eq!(k64.name(), "kpa:64");
+        assert_eq!(PolicySpec::parse("kpa:12.5").unwrap().name(), "kpa:12.5");
+        for bad in ["kpa:", "kpa:0", "kpa:-3", "kpa:x", "kpa:inf", "kpa:NaN"] {
+            assert!(PolicySpec::parse(bad).is_err(), "{bad}");
+        }
+    }
 }
