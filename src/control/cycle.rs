@@ -51,11 +51,15 @@ fn next_aligned(since_origin: Duration, interval: Duration, offset: Duration) ->
     Duration::from_nanos(next.min(u128::from(u64::MAX)) as u64)
 }
 
-fn unix_now() -> f64 {
+/// Time since the Unix epoch (zero if the clock is set before it).
+fn since_epoch() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+        .unwrap_or_default()
+}
+
+fn unix_now() -> f64 {
+    since_epoch().as_secs_f64()
 }
 
 type Parsed<T> = Vec<(String, Result<T, ScrapeError>)>;
@@ -131,9 +135,7 @@ pub(super) async fn run(
         if !aligned {
             aligned = true;
             let offset = phase_offset(&so.key, interval);
-            let unix = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default();
+            let unix = since_epoch();
             let wait = next_aligned(unix, interval, offset).saturating_sub(unix);
             ticker.reset_at(Instant::now() + wait);
         }
