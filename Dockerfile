@@ -11,8 +11,8 @@ ARG DEBIAN_RELEASE=bookworm
 
 FROM rust:1-slim-${DEBIAN_RELEASE} AS build
 WORKDIR /src
-# The whole package (Cargo.toml, Cargo.lock, build.rs, proto/, src/, and the bench and test targets
-# Cargo.toml may name); .dockerignore keeps target/, .git and other large outputs out of the context.
+# The whole workspace (Cargo.toml, Cargo.lock, src/, crates/ with the service's build.rs and proto/,
+# data/ for the bundled traces); .dockerignore keeps target/, .git and other large outputs out of the context.
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \

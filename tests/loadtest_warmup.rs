@@ -1,6 +1,7 @@
 //! `warmup` through the real binary: success writes the ready file and exits 0; a server that
 //! never comes up gives a clear non-zero exit; bad flags are rejected with the fix.
 
+#[path = "../crates/tools/tests/loadtest_support/mod.rs"]
 mod loadtest_support;
 
 use std::process::Command;

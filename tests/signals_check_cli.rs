@@ -6,7 +6,7 @@ use std::time::Duration;
 const BIN: &str = env!("CARGO_BIN_EXE_vllm-keda-scaler");
 
 fn fixture(name: &str) -> String {
-    format!("{}/../shared/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/data/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 fn json_of(output: &Output) -> serde_json::Value {

@@ -19,9 +19,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
-SCHEMAS = SHARED / "schemas"
+DATA = REPO / "data"
+FIXTURES = DATA / "fixtures"
+SCHEMAS = DATA / "schemas"
 RULES_SOURCE = DEPLOY / "monitoring" / "prometheusrule.yaml"
 DASHBOARD = DEPLOY / "monitoring" / "dashboard.json"
 PROMTOOL_TESTS = REPO / "tests" / "deploy"

@@ -1,0 +1,564 @@
+//! Scaler metadata: defaults, every key's accepted values, bad values and unknown keys, with
+//! the exact error messages KEDA users will read.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use vllm_keda_core::config::{ConfigError, IGNORED_KEYS, KEYS, Mode, ScalerConfig, TargetSource};
+use vllm_keda_core::policy::PolicyConfig;
+
+fn meta(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    let mut m: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    if !m.contains_key("service") && !m.contains_key("endpoints") {
+        m.insert("endpoints".into(), "10.0.0.7:8000".into());
+    }
+    m
+}
+
+fn parse(pairs: &[(&str, &str)]) -> Result<ScalerConfig, ConfigError> {
+    ScalerConfig::from_metadata(&meta(pairs))
+}
+
+fn err(pairs: &[(&str, &str)]) -> String {
+    match parse(pairs) {
+        Ok(c) => panic!("{pairs:?} accepted: {c:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn defaults_are_the_source_guides_example() {
+    let c = parse(&[
+        ("scalerAddress", "scaler:9090"),
+        ("enableTLS", "false"),
+        ("unsafeSsl", "x"),
+    ])
+    .unwrap();
+    assert_eq!(
+        c.targets,
+        TargetSource::Static(vec!["http://10.0.0.7:8000/metrics".into()])
+    );
+    assert_eq!(c.dcgm_targets, None);
+    assert_eq!(c.model, None);
+    assert_eq!(c.scrape_interval, Duration::from_secs(2));
+    assert_eq!(c.policy, PolicyConfig::default());
+    let p = &c.policy;
+    assert_eq!((p.min_replicas, p.max_replicas), (1, 5));
+    assert_eq!(p.queue_depth_per_replica, 25.0);
+    assert_eq!(
+        (
+            p.e2e_latency_slo_seconds,
+            p.ttft_slo_seconds,
+            p.itl_slo_seconds
+        ),
+        (Some(60.0), Some(2.0), Some(0.07))
+    );
+    assert_eq!((p.kv_cache_warning, p.kv_cache_critical), (0.80, 0.95));
+    assert_eq!(p.preemptions_per_second_per_replica, 5.0);
+    assert_eq!(
+        (p.scale_up_pods, p.scale_up_period, p.scale_up_stabilization),
+        (2, Duration::from_secs(60), Duration::from_secs(30))
+    );
+    assert_eq!(
+        (
+            p.scale_down_pods,
+            p.scale_down_period,
+            p.scale_down_stabilization
+        ),
+        (1, Duration::from_secs(120), Duration::from_secs(300))
+    );
+    assert_eq!(p.startup_grace, Duration::from_secs(600));
+    assert_eq!(p.hpa_tolerance, 0.1);
+    assert_eq!(p.mode, Mode::Active);
+}
+
+#[test]
+fn every_key_sets_its_field() {
+    let c = parse(&[
+        ("model", " meta-llama/Llama-3.1-8B-Instruct "),
+        ("queueDepthPerReplica", "12.5"),
+        ("latencySloSeconds", "3"),
+        ("ttftSloSeconds", "1.5"),
+        ("itlSloSeconds", "0.08"),
+        ("kvCacheWarning", "0.7"),
+        ("kvCacheCritical", "0.9"),
+        ("preemptionRateThreshold", "0.5"),
+        ("minReplicas", "2"),
+        ("maxReplicas", "12.0"),
+        ("scaleUpPods", "3"),
+        ("scaleUpPeriodSeconds", "45"),
+        ("scaleUpStabilizationSeconds", "0"),
+        ("scaleDownPods", "2"),
+        ("scaleDownPeriodSeconds", "90.5"),
+        ("scaleDownStabilizationSeconds", "600"),
+        ("startupGraceSeconds", "300"),
+        ("scrapeIntervalSeconds", "0.5"),
+        ("hpaTolerance", "0.05"),
+        ("mode", "advisory"),
+        (
+            "dcgmEndpoints",
+            "10.0.1.1:9400, http://10.0.1.2:9400/metrics",
+        ),
+    ])
+    .unwrap();
+    assert_eq!(c.model.as_deref(), Some("meta-llama/Llama-3.1-8B-Instruct"));
+    assert_eq!(c.scrape_interval, Duration::from_millis(500));
+    assert_eq!(
+        c.dcgm_targets,
+        Some(TargetSource::Static(vec![
+            "http://10.0.1.1:9400/metrics".into(),
+            "http://10.0.1.2:9400/metrics".into()
+        ]))
+    );
+    let want = PolicyConfig {
+        min_replicas: 2,
+        max_replicas: 12,
+        queue_depth_per_replica: 12.5,
+        e2e_latency_slo_seconds: Some(3.0),
+        ttft_slo_seconds: Some(1.5),
+        itl_slo_seconds: Some(0.08),
+        kv_cache_warning: 0.7,
+        kv_cache_critical: 0.9,
+        preemptions_per_second_per_replica: 0.5,
+        scale_up_pods: 3,
+        scale_up_period: Duration::from_secs(45),
+        scale_up_stabilization: Duration::ZERO,
+        scale_down_pods: 2,
+        scale_down_period: Duration::from_secs_f64(90.5),
+        scale_down_stabilization: Duration::from_secs(600),
+        startup_grace: Duration::from_secs(300),
+        hpa_tolerance: 0.05,
+        mode: Mode::Advisory,
+        gpu_memory_required: true,
+        ..PolicyConfig::default()
+    };
+    assert_eq!(c.policy, want);
+}
+
+#[test]
+fn latency_slos_can_be_off() {
+    // Each one alone: off, the others keep their defaults.
+    let d = PolicyConfig::default();
+    let c = parse(&[("ttftSloSeconds", "off")]).unwrap().policy;
+    assert_eq!(
+        (
+            c.e2e_latency_slo_seconds,
+            c.ttft_slo_seconds,
+            c.itl_slo_seconds
+        ),
+        (d.e2e_latency_slo_seconds, None, d.itl_slo_seconds)
+    );
+    let c = parse(&[("itlSloSeconds", " Off ")]).unwrap().policy;
+    assert_eq!(
+        (c.ttft_slo_seconds, c.itl_slo_seconds),
+        (d.ttft_slo_seconds, None)
+    );
+    let c = parse(&[("latencySloSeconds", "OFF"), ("ttftSloSeconds", "1.5")])
+        .unwrap()
+        .policy;
+    assert_eq!(
+        (c.e2e_latency_slo_seconds, c.ttft_slo_seconds),
+        (None, Some(1.5))
+    );
+    // All three off is allowed: the queue, KV-cache and preemption rules remain.
+    let c = parse(&[
+        ("latencySloSeconds", "off"),
+        ("ttftSloSeconds", "off"),
+        ("itlSloSeconds", "off"),
+    ])
+    .unwrap();
+    assert_eq!(
+        c.policy,
+        PolicyConfig {
+            e2e_latency_slo_seconds: None,
+            ttft_slo_seconds: None,
+            itl_slo_seconds: None,
+            ..PolicyConfig::default()
+        }
+    );
+    // What /debug/scaledobjects shows: `None`, never NaN or 0.
+    let shown = format!("{c:?}");
+    assert!(shown.contains("e2e_latency_slo_seconds: None"), "{shown}");
+    assert!(!shown.contains("NaN"), "{shown}");
+}
+
+#[test]
+fn targets_take_each_form() {
+    let cases: &[(&[(&str, &str)], TargetSource)] = &[
+        (
+            &[(
+                "endpoints",
+                "a:8000,https://b.example:8443/v/metrics,a:8000, ,http://c:9000/",
+            )],
+            TargetSource::Static(vec![
+                "http://a:8000/metrics".into(),
+                "https://b.example:8443/v/metrics".into(),
+                "http://c:9000/metrics".into(),
+            ]),
+        ),
+        (
+            &[
+                ("endpoints", "10.0.0.1:8000"),
+                ("metricsPath", "/vllm/metrics"),
+            ],
+            TargetSource::Static(vec!["http://10.0.0.1:8000/vllm/metrics".into()]),
+        ),
+        (
+            &[("service", "vllm-headless.default.svc.cluster.local")],
+            TargetSource::Dns {
+                host: "vllm-headless.default.svc.cluster.local".into(),
+                port: 8000,
+                path: "/metrics".into(),
+            },
+        ),
+        (
+            &[("service", "vllm"), ("port", "8080"), ("metricsPath", "/m")],
+            TargetSource::Dns {
+                host: "vllm".into(),
+                port: 8080,
+                path: "/m".into(),
+            },
+        ),
+        (
+            &[("service", "vllm:9000")],
+            TargetSource::Dns {
+                host: "vllm".into(),
+                port: 9000,
+                path: "/metrics".into(),
+            },
+        ),
+    ];
+    for (pairs, want) in cases {
+        assert_eq!(&parse(pairs).unwrap().targets, want, "{pairs:?}");
+    }
+    let c = parse(&[("dcgmService", "dcgm-exporter.gpu-operator")]).unwrap();
+    assert_eq!(
+        c.dcgm_targets,
+        Some(TargetSource::Dns {
+            host: "dcgm-exporter.gpu-operator".into(),
+            port: 9400,
+            path: "/metrics".into()
+        })
+    );
+}
+
+#[test]
+fn bad_values_name_the_key_the_value_and_what_is_expected() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "queueDepthPerReplica",
+            "abc",
+            "expected a positive number, got \"abc\"",
+        ),
+        (
+            "queueDepthPerReplica",
+            "0",
+            "expected a positive number, got \"0\"",
+        ),
+        (
+            "queueDepthPerReplica",
+            "-5",
+            "expected a positive number, got \"-5\"",
+        ),
+        (
+            "queueDepthPerReplica",
+            "NaN",
+            "expected a positive number, got \"NaN\"",
+        ),
+        (
+            "queueDepthPerReplica",
+            "inf",
+            "expected a positive number, got \"inf\"",
+        ),
+        (
+            "queueDepthPerReplica",
+            "1e3",
+            "expected a positive number, got \"1e3\"",
+        ),
+        (
+            "queueDepthPerReplica",
+            "",
+            "expected a positive number, got \"\"",
+        ),
+        (
+            "latencySloSeconds",
+            "5s",
+            "expected a positive number of seconds or \"off\", got \"5s\"",
+        ),
+        (
+            "ttftSloSeconds",
+            "0",
+            "expected a positive number of seconds or \"off\", got \"0\"",
+        ),
+        (
+            "itlSloSeconds",
+            "-0.1",
+            "expected a positive number of seconds or \"off\", got \"-0.1\"",
+        ),
+        (
+            "itlSloSeconds",
+            "none",
+            "expected a positive number of seconds or \"off\", got \"none\"",
+        ),
+        (
+            "latencySloSeconds",
+            "false",
+            "expected a positive number of seconds or \"off\", got \"false\"",
+        ),
+        (
+            "kvCacheWarning",
+            "80",
+            "expected a fraction above 0 and at most 1 (0.8 means 80 %), got \"80\"",
+        ),
+        (
+            "kvCacheCritical",
+            "0",
+            "expected a fraction above 0 and at most 1 (0.8 means 80 %), got \"0\"",
+        ),
+        (
+            "preemptionRateThreshold",
+            "lots",
+            "expected a positive number of preemptions per second per replica, got \"lots\"",
+        ),
+        (
+            "minReplicas",
+            "0",
+            "expected a whole number >= 1, got \"0\"",
+        ),
+        (
+            "minReplicas",
+            "1.5",
+            "expected a whole number >= 1, got \"1.5\"",
+        ),
+        (
+            "maxReplicas",
+            "99999999999",
+            "expected a whole number >= 1, got \"99999999999\"",
+        ),
+        (
+            "scaleUpPods",
+            "0",
+            "expected a whole number of pods >= 1, got \"0\"",
+        ),
+        (
+            "scaleUpPeriodSeconds",
+            "0",
+            "expected a positive number of seconds, got \"0\"",
+        ),
+        (
+            "scaleUpStabilizationSeconds",
+            "-1",
+            "expected a number of seconds >= 0, got \"-1\"",
+        ),
+        (
+            "scaleDownPods",
+            "one",
+            "expected a whole number of pods >= 1, got \"one\"",
+        ),
+        (
+            "scaleDownPeriodSeconds",
+            "2m",
+            "expected a positive number of seconds, got \"2m\"",
+        ),
+        (
+            "scaleDownStabilizationSeconds",
+            "5m",
+            "expected a number of seconds >= 0, got \"5m\"",
+        ),
+        (
+            "startupGraceSeconds",
+            "ten",
+            "expected a number of seconds >= 0, got \"ten\"",
+        ),
+        (
+            "scrapeIntervalSeconds",
+            "0.05",
+            "expected a number of seconds >= 0.1, got \"0.05\"",
+        ),
+        (
+            "hpaTolerance",
+            "1",
+            "expected a fraction >= 0 and below 1 (0.1 means 10 %), got \"1\"",
+        ),
+        (
+            "mode",
+            "passive",
+            "expected \"active\" or \"advisory\", got \"passive\"",
+        ),
+        (
+            "model",
+            " ",
+            "expected a model name (the `model_name` label), got \" \"",
+        ),
+        (
+            "metricsPath",
+            "metrics",
+            "expected a path starting with \"/\", got \"metrics\"",
+        ),
+        (
+            "endpoints",
+            "10.0.0.7",
+            "expected comma-separated http(s)://host:port/path URLs or host:port entries, got \"10.0.0.7\"",
+        ),
+        (
+            "endpoints",
+            "a:8000,ftp://b:21",
+            "expected comma-separated http(s)://host:port/path URLs or host:port entries, got \"ftp://b:21\"",
+        ),
+        (
+            "endpoints",
+            " , ",
+            "expected comma-separated http(s)://host:port/path URLs or host:port entries, got \" , \"",
+        ),
+        (
+            "service",
+            "under_score.svc",
+            "expected a DNS name such as vllm-headless.default.svc.cluster.local, optionally name:port, got \"under_score.svc\"",
+        ),
+        (
+            "dcgmService",
+            "dcgm:0",
+            "expected a DNS name such as vllm-headless.default.svc.cluster.local, optionally name:port, got \"dcgm:0\"",
+        ),
+        (
+            "dcgmEndpoints",
+            "dcgm",
+            "expected comma-separated http(s)://host:port/path URLs or host:port entries, got \"dcgm\"",
+        ),
+    ];
+    for (key, value, message) in cases {
+        let got = err(&[(key, value)]);
+        assert_eq!(
+            got,
+            format!("scaler metadata \"{key}\": {message}"),
+            "{key}={value:?}"
+        );
+    }
+}
+
+#[test]
+fn port_is_checked_with_service() {
+    assert_eq!(
+        err(&[("service", "vllm"), ("port", "70000")]),
+        "scaler metadata \"port\": expected a port number from 1 to 65535, got \"70000\""
+    );
+    assert_eq!(
+        err(&[("port", "8000")]),
+        "scaler metadata \"port\": only used with \"service\"; put the port in each entry of \"endpoints\""
+    );
+    assert_eq!(
+        err(&[("service", "vllm:8000"), ("port", "8000")]),
+        "scaler metadata \"port\": expected the port either in \"service\" (name:port) or in \"port\", not both"
+    );
+}
+
+#[test]
+fn exactly_one_target_source() {
+    let none = ScalerConfig::from_metadata(&HashMap::new()).unwrap_err();
+    assert_eq!(
+        none.to_string(),
+        "scaler metadata \"endpoints\": required: comma-separated vLLM metrics URLs or host:port entries (or set \"service\" to a headless Service name)"
+    );
+    assert_eq!(none.key, "endpoints");
+    assert_eq!(
+        err(&[("endpoints", "a:1"), ("service", "vllm")]),
+        "scaler metadata \"service\": expected either \"endpoints\" or \"service\", not both"
+    );
+    assert_eq!(
+        err(&[("dcgmEndpoints", "a:1"), ("dcgmService", "dcgm")]),
+        "scaler metadata \"dcgmService\": expected either \"dcgmEndpoints\" or \"dcgmService\", not both"
+    );
+}
+
+#[test]
+fn cross_field_checks_blame_the_key_written() {
+    assert_eq!(
+        err(&[("minReplicas", "4"), ("maxReplicas", "3")]),
+        "scaler metadata \"maxReplicas\": expected a whole number >= minReplicas (4), got \"3\""
+    );
+    assert_eq!(
+        err(&[("minReplicas", "8")]),
+        "scaler metadata \"minReplicas\": expected a whole number <= maxReplicas (5, the default; set maxReplicas too), got \"8\""
+    );
+    assert_eq!(
+        err(&[("kvCacheWarning", "0.9"), ("kvCacheCritical", "0.9")]),
+        "scaler metadata \"kvCacheCritical\": expected a fraction above kvCacheWarning (0.9), got \"0.9\""
+    );
+    assert_eq!(
+        err(&[("kvCacheWarning", "0.97")]),
+        "scaler metadata \"kvCacheWarning\": expected a fraction below kvCacheCritical (0.95), got \"0.97\""
+    );
+    assert!(parse(&[("minReplicas", "3"), ("maxReplicas", "3")]).is_ok());
+}
+
+#[test]
+fn unknown_keys_are_errors_with_a_suggestion() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "queueDepthPerReplcia",
+            "unknown key; did you mean \"queueDepthPerReplica\"?",
+        ),
+        ("MinReplicas", "unknown key; did you mean \"minReplicas\"?"),
+        (
+            "minReplicaCount",
+            "unknown key; did you mean \"minReplicas\"?",
+        ),
+        (
+            "latencySlo",
+            "unknown key; did you mean \"latencySloSeconds\"?",
+        ),
+        (
+            "kvCacheWarn",
+            "unknown key; did you mean \"kvCacheWarning\"?",
+        ),
+        ("enableTls", "unknown key; did you mean \"enableTLS\"?"),
+    ];
+    for (key, message) in cases {
+        assert_eq!(
+            err(&[(key, "1")]),
+            format!("scaler metadata \"{key}\": {message}")
+        );
+    }
+    let far = err(&[("threshold", "25")]);
+    assert!(
+        far.starts_with(
+            "scaler metadata \"threshold\": unknown key; known keys are endpoints, service, port,"
+        ),
+        "{far}"
+    );
+    // The first unknown key alphabetically, before any value check.
+    assert_eq!(
+        err(&[("zeta", "1"), ("alpha", "1"), ("minReplicas", "x")]),
+        "scaler metadata \"alpha\": unknown key; known keys are ".to_owned()
+            + &KEYS.iter().map(|k| k.key).collect::<Vec<_>>().join(", ")
+    );
+}
+
+#[test]
+fn every_documented_key_is_accepted_and_keda_keys_are_ignored() {
+    assert_eq!(KEYS.len(), 26);
+    for k in KEYS {
+        let e = parse(&[(k.key, "\u{1}")]);
+        if let Err(e) = e {
+            assert!(!e.message.starts_with("unknown key"), "{}: {e}", k.key);
+        }
+    }
+    for k in IGNORED_KEYS {
+        assert!(parse(&[(k, "anything")]).is_ok(), "{k}");
+    }
+}
+
+#[test]
+fn docs_tables_list_every_key_with_its_default_and_meaning() {
+    for file in ["README.md", "docs/policy.md"] {
+        let path = format!("{}/../../{file}", env!("CARGO_MANIFEST_DIR"));
+        let doc = std::fs::read_to_string(&path).expect(file);
+        for k in KEYS {
+            let row = format!("| `{}` | {} | {} |", k.key, k.default, k.meaning);
+            assert!(doc.contains(&row), "{file} lacks the row {row:?}");
+        }
+    }
+}

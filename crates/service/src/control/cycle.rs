@@ -1,0 +1,495 @@
+//! The loop of one ScaledObject: every scrape interval, discover -> scrape -> parse ->
+//! snapshot -> window -> signals -> decide, then publish a new [`Status`] and update metrics.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::status::{Status, TargetHealth, reason_label};
+use super::{Deregister, ScaledObject};
+use crate::discovery::{self, HostsFileResolver, Resolver, SystemResolver};
+use crate::scrape::{ScrapeError, ScrapeOutcome, ScrapeSettings, Scraper};
+use crate::telemetry::{HealthLabels, Metrics, ReasonLabels, ResultLabels, ScaledObjectLabels};
+use vllm_keda_core::exposition;
+use vllm_keda_core::policy::{Decision, Policy, PolicyState};
+use vllm_keda_core::signals::{
+    FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, SignalSettings,
+};
+
+/// Scrape timeout for a scrape interval: the interval itself, within [0.5 s, 2 s], so a hung
+/// target delays a cycle by at most about one interval.
+fn scrape_timeout(interval: Duration) -> Duration {
+    interval.clamp(Duration::from_millis(500), Duration::from_secs(2))
+}
+
+/// Where in each scrape interval this ScaledObject's cycles run: an offset in
+/// `[0, interval)` from a stable hash of its key, so loops that start together (a scaler
+/// restart, KEDA asking about every ScaledObject at once) scrape spread over the interval
+/// instead of in one burst that delays RPCs answered on the same cores.
+fn phase_offset(key: &super::Key, interval: Duration) -> Duration {
+    // FNV-1a: stable across builds and platforms, unlike the std hasher's contract.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in key.namespace.bytes().chain([b'/']).chain(key.name.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let nanos = interval.as_nanos().max(1);
+    Duration::from_nanos((u128::from(hash) % nanos) as u64)
+}
+
+/// The first instant strictly after `since_origin` that sits at `offset` within the interval
+/// grid counted from the origin. The loop passes the time since the Unix epoch, so every
+/// scaler replica puts a ScaledObject's cycles at the same instants: replicas behind the
+/// headless Service scrape the same pods together and their answers agree.
+fn next_aligned(since_origin: Duration, interval: Duration, offset: Duration) -> Duration {
+    let period = interval.as_nanos().max(1);
+    let now = since_origin.as_nanos();
+    let offset = offset.as_nanos() % period;
+    let base = now - now % period + offset;
+    let next = if base > now { base } else { base + period };
+    Duration::from_nanos(next.min(u128::from(u64::MAX)) as u64)
+}
+
+/// Time since the Unix epoch (zero if the clock is set before it).
+fn since_epoch() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+fn unix_now() -> f64 {
+    since_epoch().as_secs_f64()
+}
+
+type Parsed<T> = Vec<(String, Result<T, ScrapeError>)>;
+
+/// Parses every fetched body into its snapshot (a failed fetch stays failed).
+fn parse_all(
+    pods: Vec<ScrapeOutcome>,
+    gpus: Vec<ScrapeOutcome>,
+    model: Option<&str>,
+) -> (Parsed<PodSnapshot>, Parsed<GpuSnapshot>) {
+    let pods = pods
+        .into_iter()
+        .map(|scraped| {
+            let url = scraped.url;
+            let outcome = scraped
+                .result
+                .and_then(|body| match exposition::parse(&body) {
+                    Ok(parsed) => Ok(PodSnapshot::from_exposition(&parsed, model)),
+                    Err(error) => Err(ScrapeError::parse(url.as_str(), error)),
+                });
+            (url, outcome)
+        })
+        .collect();
+    let gpus = gpus
+        .into_iter()
+        .map(|scraped| {
+            let url = scraped.url;
+            let outcome = scraped
+                .result
+                .and_then(|body| match exposition::parse(&body) {
+                    Ok(parsed) => Ok(GpuSnapshot::from_exposition(&parsed)),
+                    Err(error) => Err(ScrapeError::parse(url.as_str(), error)),
+                });
+            (url, outcome)
+        })
+        .collect();
+    (pods, gpus)
+}
+
+/// Runs one ScaledObject's loop until it is cancelled or not asked for `idle_stop`.
+pub(super) async fn run(
+    so: Arc<ScaledObject>,
+    tx: watch::Sender<Arc<Status>>,
+    metrics: Arc<Metrics>,
+    deregister: Deregister,
+) {
+    let mut cycle = Cycle::new(&so, metrics.clone());
+    let interval = so.config.scrape_interval;
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // The first cycle runs at once (the first answer waits on it); later ones on this
+    // ScaledObject's phase of the shared interval grid.
+    let mut aligned = false;
+    loop {
+        tokio::select! {
+            _ = so.cancel.cancelled() => break,
+            _ = ticker.tick() => {}
+        }
+        let idle = so.idle_for();
+        if idle > so.options.idle_stop {
+            tracing::info!(
+                scaledobject = %so.key,
+                idle_seconds = idle.as_secs(),
+                "stopping scrape loop: KEDA stopped asking"
+            );
+            break;
+        }
+        let status = tokio::select! {
+            _ = so.cancel.cancelled() => break,
+            status = cycle.step(&so) => status,
+        };
+        tx.send_replace(status);
+        if !aligned {
+            aligned = true;
+            let offset = phase_offset(&so.key, interval);
+            let unix = since_epoch();
+            let wait = next_aligned(unix, interval, offset).saturating_sub(unix);
+            ticker.reset_at(Instant::now() + wait);
+        }
+    }
+    so.cancel.cancel();
+    deregister.remove(&so);
+    metrics.remove_scaledobject(&cycle.labels, cycle.reasons_seen.iter().map(String::as_str));
+    tracing::debug!(scaledobject = %so.key, "scrape loop stopped");
+}
+
+/// The state one loop carries between cycles.
+struct Cycle {
+    labels: ScaledObjectLabels,
+    metrics: Arc<Metrics>,
+    scraper: Scraper,
+    window: FleetWindow,
+    policy: Policy,
+    policy_state: PolicyState,
+    origin: Instant,
+    urls: Vec<String>,
+    gpu_urls: Vec<String>,
+    status: Status,
+    reasons_seen: BTreeSet<String>,
+}
+
+impl Cycle {
+    fn new(so: &ScaledObject, metrics: Arc<Metrics>) -> Self {
+        let config = &so.config;
+        let labels = ScaledObjectLabels {
+            namespace: so.key.namespace.clone(),
+            scaledobject: so.key.name.clone(),
+        };
+        metrics
+            .min_replicas
+            .get_or_create(&labels)
+            .set(f64::from(config.policy.min_replicas));
+        metrics
+            .max_replicas
+            .get_or_create(&labels)
+            .set(f64::from(config.policy.max_replicas));
+        Self {
+            labels,
+            metrics,
+            scraper: Scraper::new(ScrapeSettings {
+                timeout: scrape_timeout(config.scrape_interval),
+                ..ScrapeSettings::default()
+            }),
+            window: FleetWindow::new(SignalSettings {
+                model: config.model.clone(),
+                ..SignalSettings::default()
+            }),
+            policy: Policy::new(config.policy.clone()),
+            policy_state: match so.previous_target {
+                Some(target) => PolicyState::with_previous_target(target),
+                None => PolicyState::default(),
+            },
+            origin: Instant::now(),
+            urls: Vec::new(),
+            gpu_urls: Vec::new(),
+            status: Status::default(),
+            reasons_seen: BTreeSet::new(),
+        }
+    }
+
+    /// One full cycle; returns the state to publish.
+    async fn step(&mut self, so: &ScaledObject) -> Arc<Status> {
+        let config = &so.config;
+        let resolver: Box<dyn Resolver> = match &so.options.hosts_file {
+            Some(path) => Box::new(HostsFileResolver::new(path.clone())),
+            None => Box::new(SystemResolver),
+        };
+        let mut discovery_errors = Vec::new();
+        match discovery::resolve_with(&config.targets, resolver.as_ref()).await {
+            Ok(urls) => self.urls = urls,
+            Err(error) => discovery_errors.push(error),
+        }
+        if let Some(source) = &config.dcgm_targets {
+            match discovery::resolve_with(source, resolver.as_ref()).await {
+                Ok(urls) => self.gpu_urls = urls,
+                Err(error) => discovery_errors.push(error),
+            }
+        }
+        for error in &discovery_errors {
+            tracing::warn!(
+                scaledobject = %so.key,
+                error = %error,
+                "target discovery failed: keeping the previous target list"
+            );
+        }
+        self.status.discovery_error = (!discovery_errors.is_empty()).then(|| {
+            let all: Vec<String> = discovery_errors.iter().map(ToString::to_string).collect();
+            all.join("; ")
+        });
+        self.window.retain_pods(&self.urls);
+        self.window.retain_gpu_targets(&self.gpu_urls);
+
+        let started = Instant::now();
+        let (results, gpu_results) = tokio::join!(
+            self.scraper.scrape_all(&self.urls),
+            self.scraper.scrape_all(&self.gpu_urls)
+        );
+        self.metrics
+            .scrape_duration_seconds
+            .get_or_create(&self.labels)
+            .observe(started.elapsed().as_secs_f64());
+
+        // Parsing is the CPU-heavy part of a cycle: run it off the async workers so RPC
+        // handlers sharing them never wait behind a large body.
+        let urls: Vec<String> = results.iter().map(|r| r.url.clone()).collect();
+        let model = config.model.clone();
+        let parsed =
+            tokio::task::spawn_blocking(move || parse_all(results, gpu_results, model.as_deref()))
+                .await
+                .unwrap_or_else(|panic| {
+                    let message = format!("parsing panicked: {panic}");
+                    let failed = urls
+                        .iter()
+                        .map(|u| (u.clone(), Err(ScrapeError::parse(u.as_str(), &message))))
+                        .collect();
+                    (failed, Vec::new())
+                });
+        let (pods, gpus) = parsed;
+
+        let now = self.origin.elapsed();
+        let unix = unix_now();
+        let mut targets = Vec::with_capacity(pods.len());
+        for (url, outcome) in pods {
+            let health = self.health(so, &self.status.targets, &url, &outcome, unix);
+            self.window.record(now, &url, outcome.ok());
+            targets.push(health);
+        }
+        let mut gpu_targets = Vec::with_capacity(gpus.len());
+        for (url, outcome) in gpus {
+            let health = self.health(so, &self.status.gpu_targets, &url, &outcome, unix);
+            self.window.record_gpu(now, &url, outcome.ok());
+            gpu_targets.push(health);
+        }
+
+        let signals = self.window.compute(now);
+        let decision = self.policy.decide(now, &signals, &mut self.policy_state);
+
+        let healthy = targets.iter().filter(|t| t.healthy).count();
+        if healthy > 0 {
+            self.status.last_healthy_at = Some(Instant::now());
+            self.status.last_healthy_unix_seconds = Some(unix);
+        }
+        self.log_change(so, &decision, healthy, targets.len());
+        self.update_metrics(&signals, &decision, healthy, targets.len());
+        self.status.targets = targets;
+        self.status.gpu_targets = gpu_targets;
+        self.status.cycles += 1;
+        self.status
+            .push_history(&decision, unix, so.options.history_len);
+        self.status.signals = Some(signals);
+        self.status.decision = Some(decision);
+        Arc::new(self.status.clone())
+    }
+
+    /// Counts one scrape result and turns it into the target's health, logging the first
+    /// failure after a success.
+    fn health<T>(
+        &self,
+        so: &ScaledObject,
+        previous: &[TargetHealth],
+        url: &str,
+        outcome: &Result<T, ScrapeError>,
+        unix: f64,
+    ) -> TargetHealth {
+        let result = match outcome {
+            Ok(_) => "ok",
+            Err(error) => error.result_label(),
+        };
+        self.metrics
+            .scrapes
+            .get_or_create(&ResultLabels {
+                namespace: self.labels.namespace.clone(),
+                scaledobject: self.labels.scaledobject.clone(),
+                result: result.to_owned(),
+            })
+            .inc();
+        let prev = previous.iter().find(|t| t.url == url);
+        match outcome {
+            Ok(_) => TargetHealth {
+                url: url.to_owned(),
+                healthy: true,
+                result,
+                error: None,
+                consecutive_failures: 0,
+                last_success_unix_seconds: Some(unix),
+            },
+            Err(error) => {
+                if prev.is_none_or(|p| p.healthy) {
+                    tracing::warn!(scaledobject = %so.key, target = %url, result, error = %error, "scrape failed");
+                }
+                TargetHealth {
+                    url: url.to_owned(),
+                    healthy: false,
+                    result,
+                    error: Some(error.to_string()),
+                    consecutive_failures: prev.map_or(0, |p| p.consecutive_failures) + 1,
+                    last_success_unix_seconds: prev.and_then(|p| p.last_success_unix_seconds),
+                }
+            }
+        }
+    }
+
+    /// One log line per change of target or activity (and for the first decision), with the
+    /// reason and the numbers behind it.
+    fn log_change(&self, so: &ScaledObject, decision: &Decision, healthy: usize, total: usize) {
+        let previous = self.status.decision.as_ref();
+        let message = match previous {
+            None => "first decision",
+            Some(p) if p.target_replicas != decision.target_replicas => "replica target changed",
+            Some(p) if p.active != decision.active => "activity changed",
+            Some(_) => return,
+        };
+        tracing::info!(
+            scaledobject = %so.key,
+            from = previous.map_or(0, |p| p.target_replicas),
+            to = decision.target_replicas,
+            desired = decision.desired_replicas,
+            active = decision.active,
+            reason = %reason_label(decision.reason),
+            explanation = %decision.explanation,
+            healthy_targets = healthy,
+            targets = total,
+            "{message}"
+        );
+    }
+
+    fn update_metrics(
+        &mut self,
+        signals: &FleetSignals,
+        decision: &Decision,
+        healthy: usize,
+        total: usize,
+    ) {
+        let m = &self.metrics;
+        let l = &self.labels;
+        let opt = |v: Option<f64>| v.unwrap_or(f64::NAN);
+        m.target_replicas
+            .get_or_create(l)
+            .set(f64::from(decision.target_replicas));
+        m.desired_replicas
+            .get_or_create(l)
+            .set(f64::from(decision.desired_replicas));
+        m.ready_replicas
+            .get_or_create(l)
+            .set(signals.pods_healthy as f64);
+        m.queue_depth
+            .get_or_create(l)
+            .set(signals.fleet.queue_depth);
+        m.running_requests
+            .get_or_create(l)
+            .set(signals.fleet.running);
+        m.e2e_latency_p95_seconds
+            .get_or_create(l)
+            .set(opt(signals.fleet.e2e_latency_seconds.p95));
+        m.ttft_p95_seconds
+            .get_or_create(l)
+            .set(opt(signals.fleet.ttft_seconds.p95));
+        m.itl_p95_seconds
+            .get_or_create(l)
+            .set(opt(signals.fleet.itl_seconds.p95));
+        m.kv_cache_usage_max
+            .get_or_create(l)
+            .set(opt(signals.fleet.kv_cache_usage.max));
+        m.preemptions_per_second
+            .get_or_create(l)
+            .set(opt(signals.fleet.preemptions_per_second));
+        if let Some(unix) = self.status.last_healthy_unix_seconds {
+            m.last_success_timestamp_seconds.get_or_create(l).set(unix);
+        }
+        for (health, n) in [("healthy", healthy), ("failing", total - healthy)] {
+            m.targets
+                .get_or_create(&HealthLabels {
+                    namespace: l.namespace.clone(),
+                    scaledobject: l.scaledobject.clone(),
+                    health: health.to_owned(),
+                })
+                .set(n as i64);
+        }
+        let reason = reason_label(decision.reason);
+        m.decisions
+            .get_or_create(&ReasonLabels {
+                namespace: l.namespace.clone(),
+                scaledobject: l.scaledobject.clone(),
+                reason: reason.clone(),
+            })
+            .inc();
+        self.reasons_seen.insert(reason);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::Key;
+
+    fn key(i: usize) -> Key {
+        Key {
+            namespace: "inference".into(),
+            name: format!("llama-{i}"),
+        }
+    }
+
+    #[test]
+    fn phases_of_many_scaledobjects_spread_over_the_interval() {
+        let interval = Duration::from_secs(2);
+        let mut bins = [0u32; 10];
+        for i in 0..500 {
+            let offset = phase_offset(&key(i), interval);
+            assert!(offset < interval, "{offset:?}");
+            bins[(offset.as_nanos() * 10 / interval.as_nanos()) as usize] += 1;
+        }
+        // 50 expected per 200 ms bin; a lockstep start would put all 500 in one.
+        for (bin, count) in bins.iter().enumerate() {
+            assert!(
+                (25..=75).contains(count),
+                "bin {bin} holds {count}: {bins:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_phase_is_stable_and_depends_on_the_key() {
+        let interval = Duration::from_secs(2);
+        assert_eq!(
+            phase_offset(&key(1), interval),
+            phase_offset(&key(1), interval)
+        );
+        assert_ne!(
+            phase_offset(&key(1), interval),
+            phase_offset(&key(2), interval)
+        );
+    }
+
+    #[test]
+    fn next_aligned_is_the_next_grid_point_at_the_offset() {
+        let interval = Duration::from_millis(2000);
+        let offset = Duration::from_millis(300);
+        let at = |ms| next_aligned(Duration::from_millis(ms), interval, offset);
+        assert_eq!(at(0), Duration::from_millis(300));
+        assert_eq!(at(299), Duration::from_millis(300));
+        // Strictly after now: a cycle that ends exactly on its phase waits a whole interval.
+        assert_eq!(at(300), Duration::from_millis(2300));
+        assert_eq!(at(1999), Duration::from_millis(2300));
+        assert_eq!(at(4301), Duration::from_millis(6300));
+        // Offset zero lands on the grid itself.
+        assert_eq!(
+            next_aligned(Duration::from_millis(4100), interval, Duration::ZERO),
+            Duration::from_millis(6000)
+        );
+    }
+}

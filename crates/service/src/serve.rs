@@ -1,0 +1,325 @@
+//! `serve`: the production job (gRPC external scaler plus the admin HTTP server), with graceful
+//! shutdown.
+//!
+//! Owns: binding the listeners, wiring [`crate::control`], [`crate::grpc`] and
+//! [`crate::http`] together, signals and the drain. Does not own: any RPC or route logic.
+//!
+//! In-process use (tests, `demo`): bind two `TcpListener`s, call [`start`], read decisions
+//! through [`Server::controller`], and stop with [`Server::shutdown`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::control::{ControlOptions, Controller};
+use crate::grpc::ScalerService;
+use crate::http::AdminState;
+use crate::proto::external_scaler_server::ExternalScalerServer;
+use crate::telemetry::Metrics;
+use crate::tls::{self, ReloadingConfig, TlsFiles};
+
+/// Settings of a running server (everything but its addresses and threads).
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Drain time after shutdown starts.
+    pub shutdown_grace: Duration,
+    /// `StreamIsActive` heartbeat.
+    pub stream_heartbeat: Duration,
+    /// The loop registry's settings.
+    pub control: ControlOptions,
+    /// Serve gRPC over TLS from these files (plaintext when unset).
+    pub tls: Option<TlsFiles>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            shutdown_grace: Duration::from_secs(10),
+            stream_heartbeat: Duration::from_secs(5),
+            control: ControlOptions::default(),
+            tls: None,
+        }
+    }
+}
+
+/// A running scaler: gRPC and admin HTTP on their listeners.
+#[derive(Debug)]
+pub struct Server {
+    grpc_addr: SocketAddr,
+    http_addr: SocketAddr,
+    controller: Controller,
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Server {
+    /// The gRPC address actually bound.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    /// The admin HTTP address actually bound.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// The loop registry: `controller().find(namespace, name)?.latest()` is the latest
+    /// published state of a ScaledObject (its decision, signals and targets).
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    /// The token that stops the server when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Starts the drain and waits for it (bounded by the grace period).
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+
+    /// Waits until the server stops (after its token is cancelled, or a listener fails).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.task.await.context("the server task panicked")?
+    }
+}
+
+/// Starts the scaler on the given listeners; returns once both serve.
+pub async fn start(
+    grpc: TcpListener,
+    http: TcpListener,
+    options: ServeOptions,
+) -> anyhow::Result<Server> {
+    let grpc_addr = grpc
+        .local_addr()
+        .context("reading the gRPC listener's address")?;
+    let http_addr = http
+        .local_addr()
+        .context("reading the HTTP listener's address")?;
+    let metrics = Arc::new(Metrics::new());
+    let tls_config = match &options.tls {
+        Some(files) => Some(Arc::new(
+            ReloadingConfig::new(files.clone(), metrics.clone())
+                .context("setting up TLS for the gRPC port")?,
+        )),
+        None => None,
+    };
+    let shutdown = CancellationToken::new();
+    let controller = Controller::new(metrics, options.control.clone(), shutdown.child_token());
+    let ready = Arc::new(AtomicBool::new(false));
+
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<ExternalScalerServer<ScalerService>>()
+        .await;
+    let scaler = ScalerService::new(
+        controller.clone(),
+        options.stream_heartbeat,
+        shutdown.clone(),
+    );
+    let router = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(scaler.into_server());
+    let stopped = shutdown.clone().cancelled_owned();
+    let grpc_server: std::pin::Pin<Box<dyn Future<Output = _> + Send>> =
+        match tls_config {
+            Some(config) => Box::pin(router.serve_with_incoming_shutdown(
+                tls::incoming(grpc, config, shutdown.clone()),
+                stopped,
+            )),
+            None => Box::pin(router.serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
+                stopped,
+            )),
+        };
+    let admin = crate::http::router(AdminState {
+        controller: controller.clone(),
+        ready: ready.clone(),
+    });
+    let http_server =
+        axum::serve(http, admin).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+
+    let mut grpc_task = tokio::spawn(grpc_server);
+    let mut http_task = tokio::spawn(async move { http_server.await });
+    ready.store(true, Ordering::Relaxed);
+    tracing::info!(
+        grpc = %grpc_addr,
+        http = %http_addr,
+        tls = options.tls.is_some(),
+        mutual_tls = options.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
+        "serving"
+    );
+
+    let drain_controller = controller.clone();
+    let token = shutdown.clone();
+    let grace = options.shutdown_grace;
+    let task = tokio::spawn(async move {
+        let mut failure: Option<anyhow::Error> = None;
+        let mut grpc_done = false;
+        let mut http_done = false;
+        tokio::select! {
+            biased;
+            _ = token.cancelled() => {}
+            result = &mut grpc_task => {
+                grpc_done = true;
+                failure = joined(&token, "gRPC", result.map(|r| r.map_err(anyhow::Error::from)));
+            }
+            result = &mut http_task => {
+                http_done = true;
+                failure = joined(&token, "HTTP", result.map(|r| r.map_err(anyhow::Error::from)));
+            }
+        }
+        ready.store(false, Ordering::Relaxed);
+        health_reporter
+            .set_not_serving::<ExternalScalerServer<ScalerService>>()
+            .await;
+        tracing::info!(
+            grace_seconds = grace.as_secs_f64(),
+            "shutting down: draining"
+        );
+        token.cancel();
+        let drain = async {
+            if !grpc_done {
+                let _ = (&mut grpc_task).await;
+            }
+            if !http_done {
+                let _ = (&mut http_task).await;
+            }
+            drain_controller.shutdown().await;
+        };
+        if tokio::time::timeout(grace, drain).await.is_err() {
+            tracing::warn!(
+                grace_seconds = grace.as_secs_f64(),
+                "shutdown grace period ran out: dropping what is still running"
+            );
+            grpc_task.abort();
+            http_task.abort();
+        } else {
+            tracing::info!("stopped");
+        }
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    });
+    Ok(Server {
+        grpc_addr,
+        http_addr,
+        controller,
+        shutdown,
+        task,
+    })
+}
+
+/// A server task's early end as an error (none when it ended because shutdown began).
+fn joined(
+    token: &CancellationToken,
+    what: &str,
+    result: Result<anyhow::Result<()>, tokio::task::JoinError>,
+) -> Option<anyhow::Error> {
+    match result {
+        Ok(Ok(())) if token.is_cancelled() => None,
+        Ok(Ok(())) => Some(anyhow::anyhow!("the {what} server stopped unexpectedly")),
+        Ok(Err(error)) => Some(error.context(format!("the {what} server failed"))),
+        Err(error) => Some(anyhow::anyhow!("the {what} server task failed: {error}")),
+    }
+}
+
+/// Serves on the given listeners until `shutdown` completes, then drains.
+pub async fn serve(
+    grpc: TcpListener,
+    http: TcpListener,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let server = start(grpc, http, options).await?;
+    let token = server.shutdown_token();
+    tokio::select! {
+        _ = shutdown => token.cancel(),
+        _ = token.cancelled() => {}
+    }
+    server.wait().await
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => tracing::info!("received SIGINT"),
+        _ = terminate => tracing::info!("received SIGTERM"),
+    }
+}
+
+/// What `serve` runs: the two addresses, the loop threads and the server's settings.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Address of the gRPC server (KEDA's `scalerAddress` points here).
+    pub grpc_addr: SocketAddr,
+    /// Address of the admin HTTP server.
+    pub http_addr: SocketAddr,
+    /// Threads for the scrape loops, apart from the threads answering RPCs.
+    pub loop_threads: u16,
+    /// The server's settings.
+    pub options: ServeOptions,
+}
+
+/// Runs the production job until SIGTERM/SIGINT.
+pub fn run(args: ServeConfig) -> anyhow::Result<()> {
+    // Two runtimes: RPCs and the admin server on one (every core), the scrape loops on their
+    // own threads, so an RPC is never queued behind a scrape on a shared worker.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("rpc")
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let loops = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(args.loop_threads))
+        .thread_name("scrape-loops")
+        .enable_all()
+        .build()
+        .context("starting the scrape loops' runtime")?;
+    let mut options = args.options;
+    options.control.loop_runtime = Some(loops.handle().clone());
+    let result = runtime.block_on(async {
+        let grpc = TcpListener::bind(args.grpc_addr).await.with_context(|| {
+            format!(
+                "binding --grpc-addr {}: is another process using it? pick another with --grpc-addr",
+                args.grpc_addr
+            )
+        })?;
+        let http = TcpListener::bind(args.http_addr).await.with_context(|| {
+            format!(
+                "binding --http-addr {}: is another process using it? pick another with --http-addr",
+                args.http_addr
+            )
+        })?;
+        serve(grpc, http, options, shutdown_signal()).await
+    });
+    loops.shutdown_timeout(Duration::from_secs(1));
+    result
+}

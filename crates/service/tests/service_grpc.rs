@@ -1,0 +1,432 @@
+//! The service end to end in one process: the real server on loopback listeners, real vLLM-shaped
+//! HTTP targets serving fixture bodies, and a tonic client calling the five RPCs the way KEDA
+//! does, plus gRPC health and the admin HTTP routes.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tonic::Code;
+use vllm_keda_service::proto::external_scaler_client::ExternalScalerClient;
+use vllm_keda_service::proto::{GetMetricsRequest, ScaledObjectRef};
+use vllm_keda_service::serve::{self, ServeOptions, Server};
+
+const IDLE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../data/fixtures/vllm-v1-idle.prom"
+));
+const LOADED: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../data/fixtures/vllm-v1-loaded.prom"
+));
+
+/// Fails the test instead of hanging it.
+async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within 20 s"))
+}
+
+/// A vLLM-shaped `/metrics` target whose body can be swapped.
+struct Pod {
+    url: String,
+    body: Arc<RwLock<String>>,
+}
+
+async fn start_pod(body: &str) -> Pod {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shared = Arc::new(RwLock::new(body.to_owned()));
+    let state = shared.clone();
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let state = state.clone();
+            async move { state.read().unwrap().clone() }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Pod {
+        url: format!("http://{addr}/metrics"),
+        body: shared,
+    }
+}
+
+async fn start_server() -> Server {
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let options = ServeOptions {
+        stream_heartbeat: Duration::from_millis(200),
+        ..ServeOptions::default()
+    };
+    serve::start(grpc, http, options).await.unwrap()
+}
+
+async fn client(addr: SocketAddr) -> ExternalScalerClient<tonic::transport::Channel> {
+    ExternalScalerClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap()
+}
+
+fn metadata(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn so_ref(name: &str, metadata: HashMap<String, String>) -> ScaledObjectRef {
+    ScaledObjectRef {
+        name: name.to_owned(),
+        namespace: "llm".to_owned(),
+        scaler_metadata: metadata,
+    }
+}
+
+fn valid(endpoints: &str) -> HashMap<String, String> {
+    metadata(&[
+        ("scalerAddress", "vllm-keda-scaler.keda:9090"),
+        ("endpoints", endpoints),
+        ("minReplicas", "1"),
+        ("maxReplicas", "5"),
+        ("scrapeIntervalSeconds", "0.2"),
+    ])
+}
+
+#[tokio::test]
+async fn spec_metrics_and_activity_answer_from_the_loop() {
+    within("the basic RPCs", async {
+        let pod = start_pod(LOADED).await;
+        let server = start_server().await;
+        let mut c = client(server.grpc_addr()).await;
+        let r = so_ref("chat", valid(&pod.url));
+
+        let spec = c.get_metric_spec(r.clone()).await.unwrap().into_inner();
+        assert_eq!(spec.metric_specs.len(), 1);
+        let s = &spec.metric_specs[0];
+        assert_eq!(s.metric_name, "vllm-desired-replicas");
+        assert_eq!((s.target_size, s.target_size_float), (1, 1.0));
+
+        let metrics = c
+            .get_metrics(GetMetricsRequest {
+                scaled_object_ref: Some(r.clone()),
+                metric_name: "vllm-desired-replicas".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(metrics.metric_values.len(), 1);
+        let v = &metrics.metric_values[0];
+        assert_eq!(v.metric_name, "vllm-desired-replicas");
+        assert_eq!(v.metric_value as f64, v.metric_value_float);
+        assert!((1..=5).contains(&v.metric_value), "{v:?}");
+
+        // 14 waiting and 52 running requests: there is work.
+        let active = c.is_active(r.clone()).await.unwrap().into_inner();
+        assert!(active.result);
+
+        // The loop keeps the answer fresh: latest() agrees with GetMetrics.
+        let so = server
+            .controller()
+            .find("llm", "chat")
+            .expect("loop running");
+        let decision = so.latest().decision.clone().expect("a decision");
+        assert!((1..=5).contains(&decision.target_replicas));
+        drop(pod);
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_metadata_is_invalid_argument_naming_the_key() {
+    within("bad metadata", async {
+        let server = start_server().await;
+        let mut c = client(server.grpc_addr()).await;
+        let mut bad = valid("http://127.0.0.1:9/metrics");
+        bad.insert("queueDepthPerReplica".into(), "lots".into());
+        let err = c
+            .get_metric_spec(so_ref("bad", bad.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("queueDepthPerReplica"), "{err:?}");
+        assert!(err.message().contains("lots"), "{err:?}");
+        assert!(err.message().contains("llm/bad"), "{err:?}");
+        let err = c
+            .get_metrics(GetMetricsRequest {
+                scaled_object_ref: Some(so_ref("bad", bad)),
+                metric_name: "vllm-desired-replicas".into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+
+        let mut typo = valid("http://127.0.0.1:9/metrics");
+        typo.insert("maxReplica".into(), "3".into());
+        let err = c.is_active(so_ref("typo", typo)).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("maxReplica"), "{err:?}");
+        assert!(server.controller().find("llm", "bad").is_none());
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn all_targets_down_is_unavailable_naming_them() {
+    within("unavailable", async {
+        // A port that was just free: connection refused.
+        let dead = {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            l.local_addr().unwrap()
+        };
+        let url = format!("http://{dead}/metrics");
+        let server = start_server().await;
+        let mut c = client(server.grpc_addr()).await;
+        let r = so_ref("down", valid(&url));
+        // The spec never fails for valid metadata, even with every target down.
+        c.get_metric_spec(r.clone()).await.unwrap();
+        let err = c
+            .get_metrics(GetMetricsRequest {
+                scaled_object_ref: Some(r.clone()),
+                metric_name: "vllm-desired-replicas".into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        assert!(err.message().contains(&dead.to_string()), "{err:?}");
+        let err = c.is_active(r).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+
+        let text = reqwest::get(format!("http://{}/metrics", server.http_addr()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            text.contains(
+                "vllm_keda_scaler_unavailable_total{namespace=\"llm\",scaledobject=\"down\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("result=\"connect_error\""), "{text}");
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn streams_push_at_once_and_end_on_shutdown() {
+    within("streams", async {
+        let pod = start_pod(IDLE).await;
+        let server = start_server().await;
+        let mut c = client(server.grpc_addr()).await;
+        let r = so_ref("stream", valid(&pod.url));
+
+        let mut specs = c.stream_metric_spec(r.clone()).await.unwrap().into_inner();
+        let first = specs.message().await.unwrap().expect("a spec at once");
+        assert_eq!(first.metric_specs[0].metric_name, "vllm-desired-replicas");
+
+        // Load arrives: the stream pushes `true`, then heartbeats `true` while active.
+        *pod.body.write().unwrap() = LOADED.to_owned();
+        let mut active = c.stream_is_active(r.clone()).await.unwrap().into_inner();
+        let mut trues = 0;
+        while trues < 3 {
+            let m = active.message().await.unwrap().expect("stream open");
+            if m.result {
+                trues += 1;
+            }
+        }
+
+        // Shutdown ends both streams (no hang in the drain).
+        server.shutdown().await.unwrap();
+        while let Ok(Some(_)) = active.message().await {}
+        while let Ok(Some(_)) = specs.message().await {}
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn changed_metadata_restarts_the_loop() {
+    within("restart", async {
+        let a = start_pod(IDLE).await;
+        let b = start_pod(IDLE).await;
+        let server = start_server().await;
+        let mut c = client(server.grpc_addr()).await;
+        c.get_metric_spec(so_ref("moving", valid(&a.url)))
+            .await
+            .unwrap();
+        let first = server.controller().find("llm", "moving").unwrap();
+        c.get_metric_spec(so_ref("moving", valid(&b.url)))
+            .await
+            .unwrap();
+        let second = server.controller().find("llm", "moving").unwrap();
+        assert!(first.is_stopped());
+        assert!(!second.is_stopped());
+        assert_eq!(second.metadata["endpoints"], b.url);
+        assert_eq!(server.controller().list().len(), 1);
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn health_and_admin_routes() {
+    within("health and admin", async {
+        let pod = start_pod(LOADED).await;
+        let server = start_server().await;
+        let channel = tonic::transport::Endpoint::from_shared(format!(
+            "http://{}",
+            server.grpc_addr()
+        ))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+        let status = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: "externalscaler.ExternalScaler".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            status.status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        );
+
+        let mut c = ExternalScalerClient::new(channel);
+        let r = so_ref("admin", valid(&pod.url));
+        c.get_metrics(GetMetricsRequest {
+            scaled_object_ref: Some(r),
+            metric_name: "vllm-desired-replicas".into(),
+        })
+        .await
+        .unwrap();
+
+        let base = format!("http://{}", server.http_addr());
+        let get = |path: &str| reqwest::get(format!("{base}{path}"));
+        assert_eq!(get("/livez").await.unwrap().status(), 200);
+        assert_eq!(get("/readyz").await.unwrap().status(), 200);
+        let json = |text: String| -> serde_json::Value { serde_json::from_str(&text).unwrap() };
+        let list = json(get("/debug/scaledobjects").await.unwrap().text().await.unwrap());
+        assert_eq!(list["scaledobjects"][0]["name"], "admin", "{list}");
+        let detail = json(
+            get("/debug/scaledobjects/llm/admin")
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap(),
+        );
+        assert_eq!(detail["targets"][0]["url"], pod.url.as_str(), "{detail}");
+        assert_eq!(detail["targets"][0]["healthy"], true, "{detail}");
+        assert_eq!(detail["config"]["metadata"]["maxReplicas"], "5", "{detail}");
+        assert!(detail["decisions"][0]["decision"]["reason"].is_string(), "{detail}");
+        assert!(detail["signals"]["fleet"]["queue_depth"].is_number(), "{detail}");
+        let missing = get("/debug/scaledobjects/llm/nope").await.unwrap();
+        assert_eq!(missing.status(), 404);
+
+        let text = get("/metrics").await.unwrap().text().await.unwrap();
+        for name in [
+            "vllm_keda_scaler_target_replicas{namespace=\"llm\",scaledobject=\"admin\"}",
+            "vllm_keda_scaler_ready_replicas{namespace=\"llm\",scaledobject=\"admin\"} 1",
+            "vllm_keda_scaler_scrapes_total{namespace=\"llm\",scaledobject=\"admin\",result=\"ok\"}",
+            "vllm_keda_scaler_rpc_duration_seconds_count{method=\"GetMetrics\"} 1",
+            "vllm_keda_scaler_scaledobjects 1",
+            "vllm_keda_scaler_targets{namespace=\"llm\",scaledobject=\"admin\",health=\"healthy\"} 1",
+        ] {
+            assert!(text.contains(name), "missing {name}:\n{text}");
+        }
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_loop_stops_when_keda_stops_asking() {
+    within("idle stop", async {
+        let pod = start_pod(IDLE).await;
+        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut options = ServeOptions::default();
+        options.control.idle_stop = Duration::from_millis(600);
+        let server = serve::start(grpc, http, options).await.unwrap();
+        let mut c = client(server.grpc_addr()).await;
+        c.get_metric_spec(so_ref("idle", valid(&pod.url)))
+            .await
+            .unwrap();
+        let so = server.controller().find("llm", "idle").unwrap();
+        while !so.is_stopped() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(server.controller().find("llm", "idle").is_none());
+        assert!(server.controller().list().is_empty());
+        let text = reqwest::get(format!("http://{}/metrics", server.http_addr()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!text.contains("scaledobject=\"idle\""), "{text}");
+        assert!(text.contains("vllm_keda_scaler_scaledobjects 0"), "{text}");
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_scrape_a_scaledobject_at_the_same_instants() {
+    // The scaler's replicas behind the headless Service each run a loop per ScaledObject; KEDA
+    // may ask them at different times. After the first cycle both sit on the same phase of a
+    // wall-clock grid, so they read the pods at the same moments and answer from the same data.
+    let pod = start_pod(IDLE).await;
+    let md = metadata(&[("endpoints", &pod.url), ("scrapeIntervalSeconds", "1")]);
+    let first = start_server().await;
+    let mut c = client(first.grpc_addr()).await;
+    c.get_metric_spec(so_ref("chat", md.clone())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(370)).await;
+    let second = start_server().await;
+    let mut c = client(second.grpc_addr()).await;
+    c.get_metric_spec(so_ref("chat", md)).await.unwrap();
+
+    // When each replica's cycles 3 to 5 finished, read as they are published.
+    let cycle_times = |server: &Server| {
+        let mut rx = server.controller().find("llm", "chat").unwrap().subscribe();
+        async move {
+            let mut times = Vec::new();
+            for n in 3..=5 {
+                let status = rx.wait_for(|s| s.cycles >= n).await.unwrap().clone();
+                times.push(status.last_healthy_unix_seconds.unwrap());
+            }
+            times
+        }
+    };
+    let (a, b) = within("five cycles on both replicas", async {
+        tokio::join!(cycle_times(&first), cycle_times(&second))
+    })
+    .await;
+    // Same phase of the 1 s grid (they may be whole intervals apart). The closest pair is
+    // compared, so one cycle slowed by a busy machine does not decide; out of phase, every
+    // pair stays about 0.37 s apart.
+    let phase_gap = |x: f64, y: f64| {
+        let apart = (x - y).rem_euclid(1.0);
+        apart.min(1.0 - apart)
+    };
+    let closest = a
+        .iter()
+        .flat_map(|x| b.iter().map(move |y| phase_gap(*x, *y)))
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        closest < 0.15,
+        "cycles {a:?} and {b:?} are at least {closest:.3} s out of phase"
+    );
+    first.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
+}

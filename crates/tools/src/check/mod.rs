@@ -1,0 +1,230 @@
+//! One-shot signal report: `check` scrapes vLLM endpoints twice, the interval apart (or reads
+//! two saved bodies), and prints per-pod and fleet signals with go-live warnings.
+//!
+//! Owns: the `check` command line, gathering the two rounds, and feeding them through the same
+//! parser and [`vllm_keda_core::signals::FleetWindow`] the service uses. Does not own: the signal math
+//! (see [`vllm_keda_core::signals`]); the report and its advice live in [`report`], the table
+//! rendering in `table`.
+
+pub mod report;
+mod table;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+
+use vllm_keda_service::scrape::{ScrapeSettings, Scraper};
+
+/// Command-line arguments.
+#[derive(Debug, clap::Args)]
+#[command(group(
+    clap::ArgGroup::new("source").required(true).args(["endpoints", "files"])
+))]
+pub struct CheckArgs {
+    /// vLLM `/metrics` endpoints, comma-separated (`http://host:port/metrics` or `host:port`).
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "URL")]
+    pub endpoints: Vec<String>,
+    /// Seconds between the two scrapes (with --endpoints).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    pub interval: f64,
+    /// Two saved bodies of one pod, the earlier first (instead of --endpoints).
+    #[arg(long, num_args = 2, value_names = ["EARLIER", "LATER"])]
+    pub files: Vec<PathBuf>,
+    /// Seconds between the two saved bodies (required with --files).
+    #[arg(long, value_name = "SECONDS")]
+    pub elapsed: Option<f64>,
+    /// Only series whose `model_name` is this (all models when absent).
+    #[arg(long, value_name = "M")]
+    pub model: Option<String>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// DCGM exporter endpoints for GPU signals, comma-separated (with --endpoints).
+    #[arg(long, value_delimiter = ',', value_name = "URL")]
+    pub dcgm_endpoints: Vec<String>,
+    /// Two saved DCGM exporter bodies, the earlier first (with --files).
+    #[arg(long, num_args = 2, value_names = ["EARLIER", "LATER"])]
+    pub dcgm_files: Vec<PathBuf>,
+    /// SLOs to judge the latency bucket resolution against.
+    #[command(flatten)]
+    pub slo: Box<SloArgs>,
+    /// Per-endpoint scrape timeout.
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    pub timeout: f64,
+}
+
+/// Optional SLOs for the bucket-resolution warnings.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SloArgs {
+    /// End-to-end latency SLO to check the bucket resolution against.
+    #[arg(long, value_name = "SECONDS")]
+    pub latency_slo_seconds: Option<f64>,
+    /// Time-to-first-token SLO to check the bucket resolution against.
+    #[arg(long, value_name = "SECONDS")]
+    pub ttft_slo_seconds: Option<f64>,
+    /// Inter-token latency SLO to check the bucket resolution against.
+    #[arg(long, value_name = "SECONDS")]
+    pub itl_slo_seconds: Option<f64>,
+}
+
+/// One target's two bodies (or why each is missing).
+#[derive(Debug, Clone)]
+pub struct Rounds {
+    /// The target (normalised URL or file path).
+    pub target: String,
+    /// The earlier body.
+    pub earlier: Result<String, String>,
+    /// The later body.
+    pub later: Result<String, String>,
+}
+
+/// Everything gathered: vLLM targets, DCGM targets, and the time between the rounds.
+#[derive(Debug, Clone)]
+pub struct Gathered {
+    /// vLLM targets.
+    pub pods: Vec<Rounds>,
+    /// DCGM exporter targets.
+    pub gpus: Vec<Rounds>,
+    /// Time between the two rounds.
+    pub elapsed: Duration,
+}
+
+/// Runs the command.
+pub fn run(args: CheckArgs) -> anyhow::Result<()> {
+    let slo = report::Slos {
+        latency_seconds: positive("--latency-slo-seconds", args.slo.latency_slo_seconds)?,
+        ttft_seconds: positive("--ttft-slo-seconds", args.slo.ttft_slo_seconds)?,
+        itl_seconds: positive("--itl-slo-seconds", args.slo.itl_slo_seconds)?,
+    };
+    let gathered = if !args.files.is_empty() {
+        gather_files(&args)?
+    } else {
+        gather_endpoints(&args)?
+    };
+    let report = report::Report::build(&gathered, args.model.as_deref(), &slo);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+    }
+    if report.signals.pods_healthy == 0 {
+        bail!("no target gave a usable vLLM body in the later round; see the warnings above");
+    }
+    Ok(())
+}
+
+fn positive(flag: &str, value: Option<f64>) -> anyhow::Result<Option<f64>> {
+    match value {
+        Some(v) if !(v.is_finite() && v > 0.0) => {
+            bail!("{flag}: expected a positive number of seconds, got {v}")
+        }
+        other => Ok(other),
+    }
+}
+
+fn read_pair(paths: &[PathBuf], flag: &str) -> anyhow::Result<Rounds> {
+    let read = |path: &PathBuf| {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("{flag}: cannot read {}", path.display()))
+    };
+    Ok(Rounds {
+        target: paths[1].display().to_string(),
+        earlier: Ok(read(&paths[0])?),
+        later: Ok(read(&paths[1])?),
+    })
+}
+
+fn gather_files(args: &CheckArgs) -> anyhow::Result<Gathered> {
+    let Some(elapsed) = args.elapsed else {
+        bail!("--files needs --elapsed SECONDS: the time between the two saved bodies");
+    };
+    if !(elapsed.is_finite() && elapsed > 0.0) {
+        bail!("--elapsed: expected a positive number of seconds, got {elapsed}");
+    }
+    if !args.endpoints.is_empty() || !args.dcgm_endpoints.is_empty() {
+        bail!("--files reads saved bodies: drop --endpoints/--dcgm-endpoints (use --dcgm-files)");
+    }
+    let gpus = if args.dcgm_files.is_empty() {
+        Vec::new()
+    } else {
+        vec![read_pair(&args.dcgm_files, "--dcgm-files")?]
+    };
+    Ok(Gathered {
+        pods: vec![read_pair(&args.files, "--files")?],
+        gpus,
+        elapsed: Duration::from_secs_f64(elapsed),
+    })
+}
+
+/// Normalised targets, duplicates dropped (order kept).
+fn normalize_all(targets: &[String], flag: &str) -> anyhow::Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::with_capacity(targets.len());
+    for target in targets {
+        let url = vllm_keda_service::discovery::normalize_target(target)
+            .with_context(|| flag.to_string())?;
+        if !out.contains(&url) {
+            out.push(url);
+        }
+    }
+    Ok(out)
+}
+
+fn gather_endpoints(args: &CheckArgs) -> anyhow::Result<Gathered> {
+    if args.elapsed.is_some() || !args.dcgm_files.is_empty() {
+        bail!("--elapsed and --dcgm-files go with --files; with --endpoints use --interval");
+    }
+    if !(args.interval.is_finite() && args.interval > 0.0 && args.interval <= 3600.0) {
+        bail!(
+            "--interval: expected seconds between 0 and 3600, got {}",
+            args.interval
+        );
+    }
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        bail!(
+            "--timeout: expected a positive number of seconds, got {}",
+            args.timeout
+        );
+    }
+    let pods = normalize_all(&args.endpoints, "--endpoints")?;
+    let gpus = normalize_all(&args.dcgm_endpoints, "--dcgm-endpoints")?;
+    let scraper = Scraper::new(ScrapeSettings {
+        timeout: Duration::from_secs_f64(args.timeout),
+        ..ScrapeSettings::default()
+    });
+    let interval = Duration::from_secs_f64(args.interval);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let all: Vec<String> = pods.iter().chain(&gpus).cloned().collect();
+        if !args.json {
+            eprintln!(
+                "scraping {} target(s), then again in {:.1} s...",
+                all.len(),
+                args.interval
+            );
+        }
+        let start = tokio::time::Instant::now();
+        let earlier = scraper.scrape_all(&all).await;
+        tokio::time::sleep_until(start + interval).await;
+        let second = tokio::time::Instant::now();
+        let later = scraper.scrape_all(&all).await;
+        let rounds: Vec<Rounds> = earlier
+            .into_iter()
+            .zip(later)
+            .map(|(a, b)| Rounds {
+                target: a.url,
+                earlier: a.result.map_err(|e| e.to_string()),
+                later: b.result.map_err(|e| e.to_string()),
+            })
+            .collect();
+        let (pod_rounds, gpu_rounds) = rounds.split_at(pods.len());
+        Ok(Gathered {
+            pods: pod_rounds.to_vec(),
+            gpus: gpu_rounds.to_vec(),
+            elapsed: second - start,
+        })
+    })
+}

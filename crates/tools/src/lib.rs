@@ -1,0 +1,17 @@
+//! The workshop around the scaler: everything that judges, exercises or shows it, and nothing
+//! the service needs to run.
+//!
+//! - [`simulate`]: replay request traces through emulated replicas in virtual time under our
+//!   policy and its peers, with a model of KEDA and the HPA.
+//! - [`loadtest`]: the source guide's stepped open-loop saturation finder, and the warm-up.
+//! - [`check`]: one-shot signal report from two scrapes.
+//! - [`demo`]: an emulated fleet, the real scaler over gRPC and a KEDA/HPA stand-in in one
+//!   process.
+//! - [`trace`]: request trace files; [`plot`]: SVG charts.
+
+pub mod check;
+pub mod demo;
+pub mod loadtest;
+pub mod plot;
+pub mod simulate;
+pub mod trace;

@@ -1,0 +1,735 @@
+//! The policies compared by the simulator, each with its actuation path.
+//!
+//! - [`Ours`]: the production path. Every scrape interval each ready replica's `/metrics` body
+//!   is rendered, parsed by [`vllm_keda_core::exposition`], turned into signals by [`vllm_keda_core::signals`] and
+//!   decided on by [`vllm_keda_core::policy`]; every HPA sync the HPA reads the target through KEDA's
+//!   `AverageValue` metric (target 1).
+//! - [`PrometheusKeda`]: the source guide's setup. Prometheus scrapes every 15-30 s; each HPA
+//!   sync evaluates `sum(vllm:num_requests_waiting)` (threshold 25) and the P95 of
+//!   `rate(..._bucket[1m])` (threshold 5) as `AverageValue` triggers, with the guide's
+//!   behaviour (+2 per 60 s after 30 s; -1 per 120 s after 300 s).
+//! - [`Kpa`]: the Knative Pod Autoscaler's concurrency algorithm (stable and panic windows),
+//!   actuating the Deployment directly (no HPA, no KEDA).
+//! - [`Static`]: a fixed fleet.
+//! - [`Oracle`]: knows every future arrival and the start-up delay, and provisions just enough
+//!   capacity just in time: a reference for the least GPU time a policy could spend.
+//!
+//! Does not own: the fleet loop ([`super::fleet`]).
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
+
+use crate::trace::TraceRequest;
+use vllm_emulator::{RenderInfo, RequestShape, render};
+use vllm_keda_core::config::ScalerConfig;
+use vllm_keda_core::exposition;
+use vllm_keda_core::policy::{Policy, PolicyState};
+use vllm_keda_core::signals::{FleetWindow, PodSnapshot, SignalSettings};
+
+use super::fleet::{Controller, Fleet};
+use super::hpa::{AverageValueMetric, Hpa, HpaSpec, RatePolicy, ScalingRules, SelectPolicy};
+use super::prometheus::{PrometheusStore, ReplicaSample};
+
+/// The HPA controller's default sync period.
+pub const HPA_SYNC: Duration = Duration::from_secs(15);
+
+/// KEDA's value conversion: rounded to 3 decimals; negative or NaN become 0.
+pub fn keda_value(v: f64) -> f64 {
+    if v.is_nan() || v < 0.0 {
+        0.0
+    } else {
+        (v * 1000.0).round() / 1000.0
+    }
+}
+
+/// The HPA behaviour we ship beside our scaler: no HPA-side stabilisation or tight limits
+/// (our policy already stabilises and rate-limits), and a zero scale-down tolerance (the
+/// per-HPA `tolerance` of Kubernetes 1.33+) so a one-pod step at 10+ replicas is not swallowed.
+pub fn ours_hpa_spec(min_replicas: u32, max_replicas: u32) -> HpaSpec {
+    let mut spec = HpaSpec::kubernetes_default(min_replicas, max_replicas);
+    spec.scale_down.stabilization = Duration::ZERO;
+    spec.scale_down.tolerance = 0.0;
+    spec
+}
+
+/// The source guide's ScaledObject behaviour.
+pub fn guide_hpa_spec(min_replicas: u32, max_replicas: u32) -> HpaSpec {
+    HpaSpec {
+        min_replicas,
+        max_replicas,
+        scale_up: ScalingRules {
+            stabilization: Duration::from_secs(30),
+            policies: vec![RatePolicy::Pods {
+                value: 2,
+                period: Duration::from_secs(60),
+            }],
+            select: SelectPolicy::Max,
+            tolerance: 0.1,
+        },
+        scale_down: ScalingRules {
+            stabilization: Duration::from_secs(300),
+            policies: vec![RatePolicy::Pods {
+                value: 1,
+                period: Duration::from_secs(120),
+            }],
+            select: SelectPolicy::Max,
+            tolerance: 0.1,
+        },
+    }
+}
+
+/// Our scaler, through the production signals and policy code.
+#[derive(Debug)]
+pub struct Ours {
+    policy: Policy,
+    state: PolicyState,
+    window: FleetWindow,
+    model: Option<String>,
+    scrape_interval: Duration,
+    next_scrape: Duration,
+    hpa: Hpa,
+    next_sync: Duration,
+    target: u32,
+    body: String,
+    names: Vec<String>,
+    /// Decisions by reason code, for the report.
+    pub reasons: HashMap<&'static str, usize>,
+}
+
+impl Ours {
+    /// Our policy configured from scaler metadata (validated by the production code);
+    /// `minReplicas`/`maxReplicas` come from the metadata too. The fleet starts with
+    /// `initial` replicas.
+    pub fn new(config: &ScalerConfig, initial: u32) -> Self {
+        let policy = Policy::new(config.policy.clone());
+        let min = policy.config.min_replicas;
+        let max = policy.config.max_replicas;
+        Self {
+            window: FleetWindow::new(SignalSettings {
+                model: config.model.clone(),
+                ..SignalSettings::default()
+            }),
+            model: config.model.clone(),
+            scrape_interval: config.scrape_interval,
+            next_scrape: Duration::ZERO,
+            hpa: Hpa::with_steady_history(ours_hpa_spec(min, max), Duration::ZERO, initial),
+            next_sync: HPA_SYNC,
+            target: initial,
+            body: String::with_capacity(64 * 1024),
+            names: Vec::new(),
+            reasons: HashMap::new(),
+            state: PolicyState::default(),
+            policy,
+        }
+    }
+}
+
+impl Controller for Ours {
+    fn next_wake(&self) -> Option<Duration> {
+        Some(self.next_scrape.min(self.next_sync))
+    }
+
+    fn wake(&mut self, now: Duration, fleet: &Fleet) -> Option<u32> {
+        if self.next_scrape <= now {
+            self.names.clear();
+            for replica in fleet.ready() {
+                self.body.clear();
+                let info = RenderInfo {
+                    model_name: self
+                        .model
+                        .as_deref()
+                        .unwrap_or("meta-llama/Llama-3.1-8B-Instruct"),
+                    engine_index: 0,
+                    start_unix_seconds: 1.767e9 + replica.created.as_secs_f64(),
+                    http: None,
+                };
+                render(&replica.engine, &info, &mut self.body);
+                let snapshot = exposition::parse(&self.body)
+                    .ok()
+                    .map(|e| PodSnapshot::from_exposition(&e, self.model.as_deref()));
+                self.window.record(now, &replica.name, snapshot);
+                self.names.push(replica.name.clone());
+            }
+            self.window.retain_pods(&self.names);
+            let signals = self.window.compute(now);
+            let decision = self.policy.decide(now, &signals, &mut self.state);
+            *self.reasons.entry(decision.reason.as_str()).or_default() += 1;
+            self.target = decision.target_replicas;
+            self.next_scrape += self.scrape_interval;
+        }
+        if self.next_sync <= now {
+            self.next_sync += HPA_SYNC;
+            let metric = AverageValueMetric {
+                value: keda_value(f64::from(self.target)),
+                target: 1.0,
+            };
+            return Some(self.hpa.sync(now, &[metric], fleet.desired()));
+        }
+        None
+    }
+}
+
+/// Settings of the source guide's Prometheus + KEDA setup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrometheusKedaSettings {
+    /// Prometheus's scrape interval (15-30 s in the guide).
+    pub scrape_interval: Duration,
+    /// The `rate` range of the latency query (1 m).
+    pub rate_range: Duration,
+    /// `sum(vllm:num_requests_waiting)` threshold (25).
+    pub queue_threshold: f64,
+    /// P95 latency threshold (5).
+    pub latency_threshold: f64,
+}
+
+impl Default for PrometheusKedaSettings {
+    fn default() -> Self {
+        Self {
+            scrape_interval: Duration::from_secs(15),
+            rate_range: Duration::from_secs(60),
+            queue_threshold: 25.0,
+            latency_threshold: 5.0,
+        }
+    }
+}
+
+/// The source guide's Prometheus + KEDA chain.
+#[derive(Debug)]
+pub struct PrometheusKeda {
+    settings: PrometheusKedaSettings,
+    store: PrometheusStore,
+    scraped: BTreeSet<u64>,
+    next_scrape: Duration,
+    hpa: Hpa,
+    next_sync: Duration,
+}
+
+impl PrometheusKeda {
+    /// The guide's setup with the given replica bounds, starting with `initial` replicas.
+    pub fn new(
+        settings: PrometheusKedaSettings,
+        min_replicas: u32,
+        max_replicas: u32,
+        initial: u32,
+    ) -> Self {
+        Self {
+            settings,
+            store: PrometheusStore::new(),
+            scraped: BTreeSet::new(),
+            next_scrape: Duration::ZERO,
+            hpa: Hpa::with_steady_history(
+                guide_hpa_spec(min_replicas, max_replicas),
+                Duration::ZERO,
+                initial,
+            ),
+            next_sync: HPA_SYNC,
+        }
+    }
+}
+
+impl Controller for PrometheusKeda {
+    fn next_wake(&self) -> Option<Duration> {
+        Some(self.next_scrape.min(self.next_sync))
+    }
+
+    fn wake(&mut self, now: Duration, fleet: &Fleet) -> Option<u32> {
+        if self.next_scrape <= now {
+            let mut seen = BTreeSet::new();
+            for replica in fleet.ready() {
+                let histogram = &replica.engine.stats().e2e_request_latency;
+                let mut e2e_buckets: Vec<(f64, f64)> = histogram
+                    .bounds()
+                    .iter()
+                    .copied()
+                    .zip(histogram.cumulative().map(|c| c as f64))
+                    .collect();
+                e2e_buckets.push((f64::INFINITY, histogram.count() as f64));
+                self.store.ingest(
+                    now,
+                    replica.id,
+                    ReplicaSample {
+                        waiting: replica.engine.published_gauges().waiting as f64,
+                        e2e_buckets,
+                    },
+                );
+                seen.insert(replica.id);
+            }
+            for gone in self.scraped.difference(&seen) {
+                self.store.mark_gone(*gone);
+            }
+            self.scraped = seen;
+            self.next_scrape += self.settings.scrape_interval;
+        }
+        if self.next_sync <= now {
+            self.next_sync += HPA_SYNC;
+            let p95 = self
+                .store
+                .e2e_quantile(now, self.settings.rate_range, 0.95)
+                .unwrap_or(0.0);
+            let metrics = [
+                AverageValueMetric {
+                    value: keda_value(self.store.sum_waiting(now)),
+                    target: self.settings.queue_threshold,
+                },
+                AverageValueMetric {
+                    value: keda_value(p95),
+                    target: self.settings.latency_threshold,
+                },
+            ];
+            return Some(self.hpa.sync(now, &metrics, fleet.desired()));
+        }
+        None
+    }
+}
+
+/// The concurrency target per replica `kpa` uses when none is given: the emulated replica's
+/// `max_num_seqs` (256), the concurrency at which its batch is full. Beyond it requests wait and
+/// TTFT grows without bound; up to it the conversation mix (1,155 / 211 tokens) stays inside the
+/// 100 ms TPOT SLO (predicted saturation 15.9 req/s with 256 running: 13 steps per second, 76 ms
+/// per step). With Knative's 70 % target utilisation the autoscaler aims at 179.2 per replica.
+pub const KPA_DEFAULT_TARGET: f64 = 256.0;
+
+/// Settings of the Knative Pod Autoscaler model (Knative's documented defaults).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KpaSettings {
+    /// `container-concurrency-target-default` (per replica, before utilisation).
+    pub target: f64,
+    /// `container-concurrency-target-percentage` (70 %): the effective target is
+    /// `target x utilisation`.
+    pub utilisation: f64,
+    /// The autoscaler's tick (2 s); concurrency is sampled at each tick.
+    pub tick: Duration,
+    /// `stable-window` (60 s).
+    pub stable_window: Duration,
+    /// `panic-window-percentage` (10 %) of the stable window: 6 s.
+    pub panic_window: Duration,
+    /// `panic-threshold-percentage` (200 %) as a ratio of desired to ready replicas.
+    pub panic_threshold: f64,
+    /// `max-scale-up-rate` (1000): at most `ceil(rate x ready)` per tick.
+    pub max_scale_up_rate: f64,
+    /// `max-scale-down-rate` (2): at least `floor(ready / rate)` per tick.
+    pub max_scale_down_rate: f64,
+}
+
+impl KpaSettings {
+    /// Knative's defaults with the given target per replica.
+    pub fn with_target(target: f64) -> Self {
+        Self {
+            target,
+            utilisation: 0.7,
+            tick: Duration::from_secs(2),
+            stable_window: Duration::from_secs(60),
+            panic_window: Duration::from_secs(6),
+            panic_threshold: 2.0,
+            max_scale_up_rate: 1000.0,
+            max_scale_down_rate: 2.0,
+        }
+    }
+
+    /// The concurrency per replica the autoscaler aims at.
+    pub fn effective_target(&self) -> f64 {
+        self.target * self.utilisation
+    }
+}
+
+impl Default for KpaSettings {
+    fn default() -> Self {
+        Self::with_target(KPA_DEFAULT_TARGET)
+    }
+}
+
+/// The Knative Pod Autoscaler: every tick it samples the fleet's concurrency (running + waiting
+/// on every ready replica), averages it over the stable and panic windows and sizes the fleet
+/// so each replica holds the effective target. It panics when the panic window asks for at
+/// least twice the ready replicas; in panic it follows the panic window and never scales down,
+/// and it leaves panic once a stable window passes without the condition. Knative actuates the
+/// Deployment directly: the answer is the new replica count.
+#[derive(Debug, Clone)]
+pub struct Kpa {
+    settings: KpaSettings,
+    min_replicas: u32,
+    max_replicas: u32,
+    initial: u32,
+    samples: VecDeque<(Duration, f64)>,
+    next_tick: Duration,
+    /// Last instant the panic condition held, while in panic.
+    panic_since: Option<Duration>,
+    max_panic_pods: u32,
+    /// Ticks that were in panic mode, for tests and reports.
+    pub panic_ticks: usize,
+}
+
+impl Kpa {
+    /// A KPA with the given settings and replica bounds, over a fleet of `initial` replicas;
+    /// first tick at time 0. Until it has watched one stable window it keeps at least
+    /// `initial`: a KPA that ran before the trace started would have seen the opening load
+    /// (the other policies start with a steady history the same way), not an empty window.
+    pub fn new(settings: KpaSettings, min_replicas: u32, max_replicas: u32, initial: u32) -> Self {
+        Self {
+            settings,
+            min_replicas,
+            max_replicas,
+            initial,
+            samples: VecDeque::new(),
+            next_tick: Duration::ZERO,
+            panic_since: None,
+            max_panic_pods: 0,
+            panic_ticks: 0,
+        }
+    }
+
+    /// Whether the last decision was taken in panic mode.
+    pub fn in_panic(&self) -> bool {
+        self.panic_since.is_some()
+    }
+
+    /// Mean of the samples newer than `window` before `now` (all of them early in the run).
+    fn window_average(&self, now: Duration, window: Duration) -> f64 {
+        let from = now.checked_sub(window);
+        let (sum, n) = self
+            .samples
+            .iter()
+            .filter(|(t, _)| from.is_none_or(|f| *t > f))
+            .fold((0.0, 0usize), |(s, n), (_, c)| (s + c, n + 1));
+        if n == 0 { 0.0 } else { sum / n as f64 }
+    }
+
+    /// One tick: records `concurrency` (the fleet's total in-flight requests) at `now` and
+    /// returns the desired replica count given `ready` replicas.
+    pub fn decide(&mut self, now: Duration, concurrency: f64, ready: u32) -> u32 {
+        self.samples.push_back((now, concurrency));
+        let keep_from = now.checked_sub(self.settings.stable_window);
+        while self
+            .samples
+            .front()
+            .is_some_and(|(t, _)| keep_from.is_some_and(|f| *t <= f))
+        {
+            self.samples.pop_front();
+        }
+        let stable = self.window_average(now, self.settings.stable_window);
+        let panic = self.window_average(now, self.settings.panic_window);
+        let ready = ready.max(1);
+        let target = self.settings.effective_target();
+        let max_up = (self.settings.max_scale_up_rate * f64::from(ready)).ceil();
+        let max_down = (f64::from(ready) / self.settings.max_scale_down_rate).floor();
+        let limit = |wanted: f64| wanted.ceil().clamp(max_down, max_up) as u32;
+        let stable_pods = limit(stable / target);
+        let panic_pods = limit(panic / target);
+        let over = f64::from(panic_pods) / f64::from(ready) >= self.settings.panic_threshold;
+        if over {
+            self.panic_since = Some(now);
+        } else if self
+            .panic_since
+            .is_some_and(|since| now > since + self.settings.stable_window)
+        {
+            self.panic_since = None;
+            self.max_panic_pods = 0;
+        }
+        let desired = if self.panic_since.is_some() {
+            self.panic_ticks += 1;
+            // In panic: follow the panic window, never below what panic already asked for.
+            self.max_panic_pods = self.max_panic_pods.max(panic_pods);
+            self.max_panic_pods
+        } else {
+            stable_pods
+        };
+        let desired = if now < self.settings.stable_window {
+            desired.max(self.initial)
+        } else {
+            desired
+        };
+        desired.clamp(self.min_replicas, self.max_replicas)
+    }
+}
+
+impl Controller for Kpa {
+    fn next_wake(&self) -> Option<Duration> {
+        Some(self.next_tick)
+    }
+
+    fn wake(&mut self, now: Duration, fleet: &Fleet) -> Option<u32> {
+        if self.next_tick > now {
+            return None;
+        }
+        self.next_tick += self.settings.tick;
+        let mut ready = 0u32;
+        let mut concurrency = 0usize;
+        for replica in fleet.ready() {
+            let gauges = replica.engine.published_gauges();
+            concurrency += gauges.running + gauges.waiting;
+            ready += 1;
+        }
+        Some(self.decide(now, concurrency as f64, ready))
+    }
+}
+
+/// A fixed fleet.
+#[derive(Debug, Clone, Copy)]
+pub struct Static;
+
+impl Controller for Static {
+    fn next_wake(&self) -> Option<Duration> {
+        None
+    }
+
+    fn wake(&mut self, _now: Duration, _fleet: &Fleet) -> Option<u32> {
+        None
+    }
+}
+
+/// Settings of the oracle's capacity plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OracleSettings {
+    /// Planning bucket.
+    pub bucket: Duration,
+    /// Share of a replica's saturation throughput it plans to use (headroom for TTFT).
+    pub utilisation: f64,
+}
+
+impl Default for OracleSettings {
+    fn default() -> Self {
+        Self {
+            bucket: Duration::from_secs(60),
+            utilisation: 0.8,
+        }
+    }
+}
+
+/// The future-knowing reference: a replica plan computed from the whole trace.
+#[derive(Debug, Clone)]
+pub struct Oracle {
+    plan: Vec<(Duration, u32)>,
+    next: usize,
+}
+
+impl Oracle {
+    /// Plans replicas so each bucket's work fits in `utilisation` of the replicas' saturation
+    /// throughput (from the engine model), kept while the previous bucket's requests may still
+    /// run, and ordered `startup_delay` ahead: at each bucket it asks for the most any bucket
+    /// starting within the next `startup_delay` needs. Clamped to [min, max].
+    pub fn new(
+        requests: &[TraceRequest],
+        engine: &vllm_emulator::EngineConfig,
+        settings: &OracleSettings,
+        startup_delay: Duration,
+        min_replicas: u32,
+        max_replicas: u32,
+    ) -> Self {
+        let needed = Self::needed_per_bucket(requests, engine, settings);
+        let hold: Vec<u32> = (0..needed.len())
+            .map(|b| needed[b].max(if b > 0 { needed[b - 1] } else { 0 }))
+            .collect();
+        let ahead = startup_delay.as_secs_f64() / settings.bucket.as_secs_f64();
+        let ahead = ahead.ceil() as usize;
+        let mut plan: Vec<(Duration, u32)> = Vec::new();
+        for b in 0..hold.len() {
+            let upto = (b + ahead).min(hold.len() - 1);
+            let replicas = hold[b..=upto]
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0)
+                .clamp(min_replicas, max_replicas);
+            if plan.last().map(|p| p.1) != Some(replicas) {
+                plan.push((settings.bucket * b as u32, replicas));
+            }
+        }
+        Self { plan, next: 0 }
+    }
+
+    /// Replicas each planning bucket needs.
+    pub fn needed_per_bucket(
+        requests: &[TraceRequest],
+        engine: &vllm_emulator::EngineConfig,
+        settings: &OracleSettings,
+    ) -> Vec<u32> {
+        let bucket_seconds = settings.bucket.as_secs_f64();
+        let Some(last) = requests.last() else {
+            return Vec::new();
+        };
+        let buckets = (last.arrival.as_secs_f64() / bucket_seconds) as usize + 1;
+        let mut work = vec![0.0f64; buckets];
+        let mut cache: HashMap<(u32, u32), f64> = HashMap::new();
+        for r in requests {
+            // Replica-seconds this request takes at saturation throughput for its shape,
+            // bucketed by 64 tokens to keep the prediction cache small.
+            let key = (
+                r.prompt_tokens.div_ceil(64) * 64,
+                r.output_tokens.div_ceil(16) * 16,
+            );
+            let seconds = *cache.entry(key).or_insert_with(|| {
+                let p = engine.predicted_saturation(RequestShape {
+                    prompt_tokens: key.0.max(1),
+                    output_tokens: key.1.max(1),
+                });
+                1.0 / p.requests_per_second
+            });
+            let b = (r.arrival.as_secs_f64() / bucket_seconds) as usize;
+            work[b.min(buckets - 1)] += seconds;
+        }
+        work.iter()
+            .map(|w| (w / (bucket_seconds * settings.utilisation)).ceil() as u32)
+            .collect()
+    }
+
+    /// The replica count the plan starts with.
+    pub fn initial(&self) -> u32 {
+        self.plan.first().map_or(1, |p| p.1)
+    }
+}
+
+impl Controller for Oracle {
+    fn next_wake(&self) -> Option<Duration> {
+        self.plan.get(self.next).map(|p| p.0)
+    }
+
+    fn wake(&mut self, now: Duration, _fleet: &Fleet) -> Option<u32> {
+        let mut target = None;
+        while self.plan.get(self.next).is_some_and(|p| p.0 <= now) {
+            target = Some(self.plan[self.next].1);
+            self.next += 1;
+        }
+        target
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    /// A KPA with target 10 at 100 % utilisation, so the arithmetic is easy to follow.
+    fn kpa(min: u32, max: u32) -> Kpa {
+        Kpa::new(
+            KpaSettings {
+                utilisation: 1.0,
+                ..KpaSettings::with_target(10.0)
+            },
+            min,
+            max,
+            min,
+        )
+    }
+
+    #[test]
+    fn default_target_applies_knatives_70_percent_utilisation() {
+        let s = KpaSettings::default();
+        assert_eq!(s.target, 256.0);
+        assert!((s.effective_target() - 179.2).abs() < 1e-9);
+        assert_eq!(s.stable_window, secs(60));
+        assert_eq!(s.panic_window, secs(6));
+    }
+
+    #[test]
+    fn a_ramp_is_followed_by_the_stable_window_average() {
+        // 4 ready replicas; concurrency climbs 1 request per tick from 40 to 70 (no panic:
+        // the panic window never asks for 8 replicas).
+        let mut k = kpa(1, 20);
+        let mut last = 0;
+        for i in 0..=30u64 {
+            let c = 40.0 + i as f64;
+            last = k.decide(secs(2 * i), c, 4);
+            assert!(!k.in_panic(), "tick {i}");
+        }
+        // The mean of 40..=70 over the 31 samples is 55: ceil(55 / 10) = 6.
+        assert_eq!(last, 6);
+        // Hold 70 for one more stable window: the average reaches 70, 7 replicas.
+        for i in 31..=61u64 {
+            last = k.decide(secs(2 * i), 70.0, 6);
+        }
+        assert_eq!(last, 7);
+    }
+
+    #[test]
+    fn a_spike_panics_within_a_few_ticks_and_does_not_scale_down_in_panic() {
+        let mut k = kpa(1, 50);
+        // A minute at 20 in flight over 2 replicas: steady.
+        for i in 0..30u64 {
+            assert_eq!(k.decide(secs(2 * i), 20.0, 2), 2);
+        }
+        // Spike to 200 at t = 60 s: the panic window (3 samples) sees it at once.
+        let first = k.decide(secs(60), 200.0, 2);
+        assert!(k.in_panic());
+        // Panic average (20 + 20 + 200) / 3 = 80 -> 8 replicas (the stable window says 3).
+        assert_eq!(first, 8);
+        assert_eq!(k.decide(secs(62), 200.0, 2), 14);
+        assert_eq!(k.decide(secs(64), 200.0, 2), 20);
+        // The spike ends; the panic window falls but panic keeps the most it asked for.
+        for i in 33..50u64 {
+            assert_eq!(k.decide(secs(2 * i), 10.0, 20), 20, "tick {i}");
+            assert!(k.in_panic());
+        }
+        // The condition last held at 64 s; panic ends once 60 s pass without it.
+        let mut left_at = None;
+        for i in 50..70u64 {
+            let d = k.decide(secs(2 * i), 10.0, 20);
+            if !k.in_panic() {
+                left_at = Some((2 * i, d));
+                break;
+            }
+            assert_eq!(d, 20);
+        }
+        let (at, desired) = left_at.expect("panic ends");
+        assert_eq!(at, 126);
+        // Back on the stable window, scale-down is limited to half the ready replicas.
+        assert_eq!(desired, 10);
+    }
+
+    #[test]
+    fn calm_scales_down_by_at_most_half_per_tick() {
+        let mut k = kpa(1, 100);
+        // Start with no history of load and 16 ready replicas: the stable window says 1.
+        assert_eq!(k.decide(secs(0), 0.0, 16), 8);
+        assert_eq!(k.decide(secs(2), 0.0, 8), 4);
+        assert_eq!(k.decide(secs(4), 0.0, 4), 2);
+        assert_eq!(k.decide(secs(6), 0.0, 2), 1);
+        assert_eq!(k.decide(secs(8), 0.0, 1), 1);
+        // An odd count rounds the floor down: 5 ready may go to 2.
+        let mut k = kpa(1, 100);
+        assert_eq!(k.decide(secs(0), 0.0, 5), 2);
+    }
+
+    #[test]
+    fn the_opening_fleet_is_kept_for_one_stable_window() {
+        let mut k = Kpa::new(
+            KpaSettings {
+                utilisation: 1.0,
+                ..KpaSettings::with_target(10.0)
+            },
+            1,
+            20,
+            5,
+        );
+        // No load yet at the start of a trace: the empty window does not shed the fleet.
+        for i in 0..30u64 {
+            assert_eq!(k.decide(secs(2 * i), 0.0, 5), 5, "tick {i}");
+        }
+        // After a full stable window of no load, it halves.
+        assert_eq!(k.decide(secs(60), 0.0, 5), 2);
+    }
+
+    #[test]
+    fn bounds_hold_in_every_mode() {
+        // Min 3: a calm fleet stays at 3.
+        let mut k = kpa(3, 6);
+        for i in 0..40u64 {
+            assert_eq!(k.decide(secs(2 * i), 0.0, 3), 3);
+        }
+        // Max 6: a panic asking for 100 gets 6.
+        assert_eq!(k.decide(secs(80), 1000.0, 3), 6);
+        assert!(k.in_panic());
+        // No ready replicas count as one (Knative's rule), so scale-up is not stuck at zero.
+        let mut k = kpa(1, 20);
+        assert_eq!(k.decide(secs(0), 50.0, 0), 5);
+    }
+
+    #[test]
+    fn ticks_every_two_seconds() {
+        let k = Kpa::new(KpaSettings::default(), 1, 20, 1);
+        assert_eq!(k.next_wake(), Some(Duration::ZERO));
+        assert_eq!(k.settings.tick, secs(2));
+    }
+}

@@ -1,0 +1,409 @@
+//! The simulated fleet: emulated engines in virtual time, a router, replicas that take a
+//! start-up delay before they serve and drain before they go, and the loop that drives a
+//! [`Controller`] (a scaling policy with its actuation path) against them.
+//!
+//! Owns: virtual time (it never sleeps), replica lifecycles, routing, the per-request outcomes
+//! and the replica-seconds bill. Does not own: the engine model ([`vllm_emulator`]) or any
+//! scaling decision (see [`super::controllers`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use crate::trace::TraceRequest;
+use vllm_emulator::{Engine, EngineConfig, Event, RequestSpec};
+
+use super::report::{RequestOutcome, ScaleEvent};
+
+/// How the fleet behaves, whatever the policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetSettings {
+    /// The engine model of every replica.
+    pub engine: EngineConfig,
+    /// From a replica being asked for to it serving (weights, CUDA graphs: 2-10 min).
+    pub startup_delay: Duration,
+    /// How often the time series for plots is sampled.
+    pub sample_interval: Duration,
+    /// How long after the last arrival the run goes on so requests in flight can finish.
+    pub drain_limit: Duration,
+}
+
+impl Default for FleetSettings {
+    fn default() -> Self {
+        Self {
+            engine: EngineConfig::default(),
+            startup_delay: Duration::from_secs(300),
+            sample_interval: Duration::from_secs(10),
+            drain_limit: Duration::from_secs(900),
+        }
+    }
+}
+
+/// Where a replica is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaState {
+    /// Asked for, loading; serves from `ready_at` on.
+    Starting {
+        /// When it becomes ready.
+        ready_at: Duration,
+    },
+    /// Serving and receiving new requests.
+    Ready,
+    /// Removed from service: finishes what it holds, then ends.
+    Draining,
+}
+
+/// One replica of the simulated fleet.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    /// Stable identity (never reused in a run).
+    pub id: u64,
+    /// Its name as a scrape target.
+    pub name: String,
+    /// Its engine.
+    pub engine: Engine,
+    /// Where it is in its life.
+    pub state: ReplicaState,
+    /// When it was asked for (GPU time starts here).
+    pub created: Duration,
+    /// When it ended (GPU time stops here).
+    pub ended: Option<Duration>,
+}
+
+/// The fleet as a controller sees it.
+#[derive(Debug)]
+pub struct Fleet {
+    settings: FleetSettings,
+    replicas: Vec<Replica>,
+    next_id: u64,
+    round_robin: usize,
+    gateway: VecDeque<usize>,
+    in_flight: HashMap<(u64, u64), usize>,
+    outcomes: Vec<RequestOutcome>,
+    prompt_tokens: Vec<u32>,
+    events: Vec<Event>,
+    /// The replica count asked for (the Deployment's `spec.replicas`).
+    desired: u32,
+}
+
+impl Fleet {
+    fn new(settings: FleetSettings, requests: &[TraceRequest], initial: u32) -> Self {
+        let mut fleet = Self {
+            settings,
+            replicas: Vec::new(),
+            next_id: 0,
+            round_robin: 0,
+            gateway: VecDeque::new(),
+            in_flight: HashMap::new(),
+            outcomes: requests
+                .iter()
+                .map(|r| RequestOutcome {
+                    arrival: r.arrival,
+                    first_token: None,
+                    finished: None,
+                    output_tokens: r.output_tokens,
+                })
+                .collect(),
+            prompt_tokens: requests.iter().map(|r| r.prompt_tokens).collect(),
+            events: Vec::new(),
+            desired: 0,
+        };
+        for _ in 0..initial {
+            fleet.add_replica(Duration::ZERO, true);
+        }
+        fleet.desired = initial;
+        fleet
+    }
+
+    /// The replica count asked for.
+    pub fn desired(&self) -> u32 {
+        self.desired
+    }
+
+    /// Replicas serving now.
+    pub fn ready(&self) -> impl Iterator<Item = &Replica> {
+        self.replicas
+            .iter()
+            .filter(|r| r.state == ReplicaState::Ready)
+    }
+
+    /// Every replica that has not ended (starting, ready, draining).
+    pub fn live(&self) -> impl Iterator<Item = &Replica> {
+        self.replicas.iter().filter(|r| r.ended.is_none())
+    }
+
+    /// Replicas that ended since the run started.
+    pub fn ended(&self) -> impl Iterator<Item = &Replica> {
+        self.replicas.iter().filter(|r| r.ended.is_some())
+    }
+
+    /// The engine settings every replica runs.
+    pub fn engine_config(&self) -> &EngineConfig {
+        &self.settings.engine
+    }
+
+    fn add_replica(&mut self, now: Duration, ready: bool) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let engine = Engine::new(self.settings.engine.clone())
+            .expect("engine settings are validated before the run starts");
+        self.replicas.push(Replica {
+            id,
+            name: format!("replica-{id}"),
+            engine,
+            state: if ready {
+                ReplicaState::Ready
+            } else {
+                ReplicaState::Starting {
+                    ready_at: now + self.settings.startup_delay,
+                }
+            },
+            created: now,
+            ended: None,
+        });
+    }
+
+    fn next_ready_at(&self) -> Option<Duration> {
+        self.replicas
+            .iter()
+            .filter_map(|r| match r.state {
+                ReplicaState::Starting { ready_at } if r.ended.is_none() => Some(ready_at),
+                _ => None,
+            })
+            .min()
+    }
+
+    fn promote(&mut self, now: Duration) {
+        let mut promoted = false;
+        for r in &mut self.replicas {
+            if let ReplicaState::Starting { ready_at } = r.state {
+                if ready_at <= now && r.ended.is_none() {
+                    r.state = ReplicaState::Ready;
+                    promoted = true;
+                }
+            }
+        }
+        if promoted {
+            while let Some(index) = self.gateway.pop_front() {
+                if !self.route(now, index) {
+                    self.gateway.push_front(index);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Sends request `index` to the next ready replica (round robin, as a Service spreads
+    /// connections); false when no replica is ready.
+    fn route(&mut self, now: Duration, index: usize) -> bool {
+        let ready: Vec<usize> = (0..self.replicas.len())
+            .filter(|&i| self.replicas[i].state == ReplicaState::Ready)
+            .collect();
+        if ready.is_empty() {
+            return false;
+        }
+        let slot = ready[self.round_robin % ready.len()];
+        self.round_robin = self.round_robin.wrapping_add(1);
+        let outcome = self.outcomes[index];
+        let prompt = self.prompt_tokens[index];
+        let replica = &mut self.replicas[slot];
+        let spec = RequestSpec::new(prompt.max(1), outcome.output_tokens.max(1));
+        if let Ok(id) = replica.engine.add_request(now, spec) {
+            self.in_flight.insert((replica.id, id), index);
+        }
+        true
+    }
+
+    fn collect(&mut self, slot: usize, now: Duration) {
+        let replica = &mut self.replicas[slot];
+        replica.engine.advance_to(now, &mut self.events);
+        let replica_id = replica.id;
+        let mut last_finish = None;
+        for event in self.events.drain(..) {
+            if let Event::Finished(record) = event {
+                last_finish = Some(record.finished);
+                if let Some(index) = self.in_flight.remove(&(replica_id, record.id)) {
+                    let outcome = &mut self.outcomes[index];
+                    outcome.first_token = record.first_token;
+                    outcome.finished = Some(record.finished);
+                }
+            }
+        }
+        let replica = &mut self.replicas[slot];
+        if replica.state == ReplicaState::Draining
+            && replica.ended.is_none()
+            && replica.engine.num_running() + replica.engine.num_waiting() == 0
+        {
+            replica.ended = Some(last_finish.unwrap_or(now).min(now));
+        }
+    }
+
+    /// Brings every live engine to `now`, collecting finished requests.
+    pub fn advance_all(&mut self, now: Duration) {
+        for slot in 0..self.replicas.len() {
+            if self.replicas[slot].ended.is_none() {
+                self.collect(slot, now);
+            }
+        }
+    }
+
+    /// Asks for `desired` replicas: new ones start; surplus ones go, those still starting
+    /// first, then the newest ready ones (as a ReplicaSet picks), draining what they hold.
+    fn scale_to(&mut self, now: Duration, desired: u32) {
+        let live = |r: &Replica| r.ended.is_none() && r.state != ReplicaState::Draining;
+        let mut current = self.replicas.iter().filter(|r| live(r)).count() as u32;
+        while current < desired {
+            self.add_replica(now, false);
+            current += 1;
+        }
+        while current > desired {
+            let victim = self
+                .replicas
+                .iter()
+                .rposition(|r| live(r) && matches!(r.state, ReplicaState::Starting { .. }))
+                .or_else(|| self.replicas.iter().rposition(&live));
+            let Some(slot) = victim else { break };
+            match self.replicas[slot].state {
+                ReplicaState::Starting { .. } => self.replicas[slot].ended = Some(now),
+                _ => {
+                    self.replicas[slot].state = ReplicaState::Draining;
+                    self.collect(slot, now);
+                }
+            }
+            current -= 1;
+        }
+        self.desired = desired;
+    }
+
+    /// Waiting requests across serving and draining replicas, plus those held at the gateway.
+    pub fn queue_depth(&self) -> usize {
+        self.gateway.len()
+            + self
+                .replicas
+                .iter()
+                .filter(|r| r.ended.is_none())
+                .map(|r| r.engine.num_waiting())
+                .sum::<usize>()
+    }
+
+    fn idle(&self) -> bool {
+        self.in_flight.is_empty() && self.gateway.is_empty()
+    }
+}
+
+/// A scaling policy with its actuation path, driven by the fleet loop.
+pub trait Controller {
+    /// The next instant it wants to act, if any.
+    fn next_wake(&self) -> Option<Duration>;
+    /// Acts at `now` (every engine is advanced to `now` first); returns the replica count to
+    /// ask for, if it sets one.
+    fn wake(&mut self, now: Duration, fleet: &Fleet) -> Option<u32>;
+}
+
+/// One point of the time series kept for plots.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct SeriesPoint {
+    /// Seconds since the run's start.
+    pub t_seconds: f64,
+    /// Requests per second offered over the last sample interval.
+    pub offered_rps: f64,
+    /// Waiting requests across the fleet.
+    pub queue: usize,
+    /// Replicas asked for.
+    pub desired: u32,
+    /// Replicas serving.
+    pub ready: usize,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// Per request, in trace order.
+    pub outcomes: Vec<RequestOutcome>,
+    /// Replica-seconds over the trace's span, counting starting and draining replicas.
+    pub replica_seconds: f64,
+    /// Changes of the replica count asked for.
+    pub events: Vec<ScaleEvent>,
+    /// Time series for plots.
+    pub series: Vec<SeriesPoint>,
+}
+
+/// Replays `requests` (sorted by arrival) through a fleet of `initial` ready replicas under
+/// `controller`, in virtual time, until every request finished or `drain_limit` after the
+/// last arrival. GPU time is billed over [0, last arrival].
+pub fn run(
+    requests: &[TraceRequest],
+    settings: &FleetSettings,
+    initial: u32,
+    controller: &mut dyn Controller,
+) -> RunResult {
+    let horizon = requests.last().map_or(Duration::ZERO, |r| r.arrival);
+    let end = horizon + settings.drain_limit;
+    let mut fleet = Fleet::new(settings.clone(), requests, initial);
+    let mut events = Vec::new();
+    let mut series = Vec::new();
+    let mut next_arrival = 0usize;
+    let mut next_sample = Duration::ZERO;
+    let mut arrivals_since_sample = 0usize;
+    loop {
+        let candidates = [
+            requests.get(next_arrival).map(|r| r.arrival),
+            fleet.next_ready_at(),
+            controller.next_wake(),
+            Some(next_sample),
+        ];
+        let Some(now) = candidates.into_iter().flatten().min() else {
+            break;
+        };
+        if now > end || (now > horizon && next_arrival >= requests.len() && fleet.idle()) {
+            break;
+        }
+        fleet.promote(now);
+        while requests.get(next_arrival).is_some_and(|r| r.arrival <= now) {
+            if !fleet.route(now, next_arrival) {
+                fleet.gateway.push_back(next_arrival);
+            }
+            next_arrival += 1;
+            arrivals_since_sample += 1;
+        }
+        if controller.next_wake().is_some_and(|w| w <= now) {
+            fleet.advance_all(now);
+            if let Some(desired) = controller.wake(now, &fleet) {
+                if desired != fleet.desired {
+                    events.push(ScaleEvent {
+                        at_seconds: now.as_secs_f64(),
+                        from: fleet.desired,
+                        to: desired,
+                    });
+                    fleet.scale_to(now, desired);
+                }
+            }
+        }
+        if next_sample <= now {
+            fleet.advance_all(now);
+            series.push(SeriesPoint {
+                t_seconds: now.as_secs_f64(),
+                offered_rps: arrivals_since_sample as f64 / settings.sample_interval.as_secs_f64(),
+                queue: fleet.queue_depth(),
+                desired: fleet.desired,
+                ready: fleet.ready().count(),
+            });
+            arrivals_since_sample = 0;
+            next_sample += settings.sample_interval;
+        }
+    }
+    fleet.advance_all(end.min(horizon + settings.drain_limit));
+    let replica_seconds = fleet
+        .replicas
+        .iter()
+        .map(|r| {
+            let stop = r.ended.unwrap_or(horizon).min(horizon);
+            stop.saturating_sub(r.created).as_secs_f64()
+        })
+        .sum();
+    RunResult {
+        outcomes: fleet.outcomes,
+        replica_seconds,
+        events,
+        series,
+    }
+}

@@ -1,0 +1,203 @@
+//! The simulator on hand-computable cases: constant load below and above one replica's
+//! capacity, a single load step, the guide's HPA behaviour, and determinism.
+
+use std::time::Duration;
+
+use vllm_emulator::{EngineConfig, RequestShape, SplitMix64};
+use vllm_keda_tools::simulate::controllers::{OracleSettings, PrometheusKedaSettings};
+use vllm_keda_tools::simulate::fleet::FleetSettings;
+use vllm_keda_tools::simulate::report::SloTargets;
+use vllm_keda_tools::simulate::scenario::Scenario;
+use vllm_keda_tools::simulate::{PolicySpec, Simulation};
+use vllm_keda_tools::trace::TraceRequest;
+
+const PROMPT: u32 = 512;
+const OUTPUT: u32 = 128;
+
+fn capacity_rps() -> f64 {
+    EngineConfig::default()
+        .predicted_saturation(RequestShape {
+            prompt_tokens: PROMPT,
+            output_tokens: OUTPUT,
+        })
+        .requests_per_second
+}
+
+/// Poisson arrivals: `(rate per second, seconds)` phases back to back.
+fn poisson(phases: &[(f64, f64)], seed: u64) -> Scenario {
+    let mut rng = SplitMix64::new(seed);
+    let mut requests = Vec::new();
+    let mut load_steps = Vec::new();
+    let mut start = 0.0;
+    for &(rate, seconds) in phases {
+        load_steps.push(Duration::from_secs_f64(start));
+        let mut t = start;
+        loop {
+            t += rng.next_exp(rate);
+            if t >= start + seconds {
+                break;
+            }
+            requests.push(TraceRequest {
+                arrival: Duration::from_secs_f64(t),
+                prompt_tokens: PROMPT,
+                output_tokens: OUTPUT,
+            });
+        }
+        start += seconds;
+    }
+    Scenario {
+        name: "poisson".into(),
+        requests,
+        load_steps,
+    }
+}
+
+fn simulation(startup_delay_seconds: u64, metadata: &[(&str, &str)]) -> Simulation {
+    let metadata: Vec<(String, String)> = metadata
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Simulation {
+        fleet: FleetSettings {
+            startup_delay: Duration::from_secs(startup_delay_seconds),
+            ..FleetSettings::default()
+        },
+        ours: Simulation::ours_config(&metadata, 1, 10).unwrap(),
+        prometheus_keda: PrometheusKedaSettings::default(),
+        oracle: OracleSettings::default(),
+        min_replicas: 1,
+        max_replicas: 10,
+        slo: SloTargets::default(),
+    }
+}
+
+#[test]
+fn below_capacity_one_replica_meets_the_slo_and_bills_the_span() {
+    let scenario = poisson(&[(capacity_rps() * 0.3, 600.0)], 1);
+    let (run, report) = simulation(120, &[]).run_policy(&scenario, &PolicySpec::Static(1));
+    assert_eq!(report.completed, report.requests);
+    assert_eq!(report.slo_attainment, 1.0, "{report:?}");
+    let span = scenario.requests.last().unwrap().arrival.as_secs_f64();
+    assert!((report.gpu_hours - span / 3600.0).abs() < 1e-9);
+    let max_queue = run.series.iter().map(|p| p.queue).max().unwrap();
+    assert!(
+        max_queue <= 5,
+        "queue stays near zero below capacity: {max_queue}"
+    );
+}
+
+#[test]
+fn above_capacity_the_queue_grows_and_the_slo_is_missed() {
+    let scenario = poisson(&[(capacity_rps() * 1.5, 600.0)], 2);
+    let (run, report) = simulation(120, &[]).run_policy(&scenario, &PolicySpec::Static(1));
+    let queue_at = |frac: f64| run.series[(run.series.len() as f64 * frac) as usize].queue;
+    assert!(
+        queue_at(0.8) > queue_at(0.3) + 100,
+        "queue grows: {:?}",
+        (queue_at(0.3), queue_at(0.8))
+    );
+    assert!(report.slo_attainment < 0.6, "{}", report.slo_attainment);
+    // Two replicas have the capacity: the same load meets the SLO.
+    let (_, two) = simulation(120, &[]).run_policy(&scenario, &PolicySpec::Static(2));
+    assert!(two.slo_attainment > 0.99, "{}", two.slo_attainment);
+}
+
+#[test]
+fn ours_scales_out_after_a_step_and_back_in_when_calm() {
+    let cap = capacity_rps();
+    let scenario = poisson(
+        &[(cap * 0.4, 300.0), (cap * 2.5, 900.0), (cap * 0.2, 1200.0)],
+        3,
+    );
+    let sim = simulation(60, &[("scaleDownStabilizationSeconds", "120")]);
+    let (_, report) = sim.run_policy(&scenario, &PolicySpec::Ours);
+    let step = 300.0;
+    let first_out = report
+        .events
+        .iter()
+        .find(|e| e.to > e.from && e.at_seconds >= step)
+        .expect("a scale-out after the step");
+    // One scrape interval to see it, stabilisation (30 s) and the next HPA sync (15 s).
+    assert!(first_out.at_seconds - step <= 60.0, "{first_out:?}");
+    assert!(report.max_replicas >= 3, "{report:?}");
+    let last = report.events.last().unwrap();
+    assert!(
+        last.to < report.max_replicas,
+        "scaled back in: {:?}",
+        report.events
+    );
+}
+
+#[test]
+fn the_guide_chain_steps_by_at_most_two_per_minute_and_one_per_two_minutes() {
+    let cap = capacity_rps();
+    let scenario = poisson(&[(cap * 3.0, 900.0), (cap * 0.1, 1800.0)], 4);
+    let (_, report) = simulation(60, &[]).run_policy(&scenario, &PolicySpec::PrometheusKeda);
+    let ups: Vec<_> = report.events.iter().filter(|e| e.to > e.from).collect();
+    let downs: Vec<_> = report.events.iter().filter(|e| e.to < e.from).collect();
+    assert!(!ups.is_empty() && !downs.is_empty(), "{:?}", report.events);
+    for e in &ups {
+        let added_in_window: u32 = ups
+            .iter()
+            .filter(|o| o.at_seconds <= e.at_seconds && e.at_seconds - o.at_seconds < 60.0)
+            .map(|o| o.to - o.from)
+            .sum();
+        assert!(
+            added_in_window <= 2,
+            "+{added_in_window} within 60 s: {:?}",
+            report.events
+        );
+    }
+    for pair in downs.windows(2) {
+        assert_eq!(pair[0].from - pair[0].to, 1);
+        assert!(pair[1].at_seconds - pair[0].at_seconds >= 120.0, "{pair:?}");
+    }
+    // Scale-in waits until the 300 s window holds only lower recommendations: never before
+    // 300 s after the start (the fleet starts as sized for the opening load).
+    assert!(downs[0].at_seconds >= 300.0, "{:?}", downs[0]);
+}
+
+#[test]
+fn the_same_input_gives_the_same_report() {
+    let scenario = poisson(
+        &[(capacity_rps() * 0.5, 300.0), (capacity_rps() * 2.0, 300.0)],
+        5,
+    );
+    let sim = simulation(60, &[]);
+    for policy in [
+        PolicySpec::Ours,
+        PolicySpec::PrometheusKeda,
+        PolicySpec::Oracle,
+    ] {
+        let (_, a) = sim.run_policy(&scenario, &policy);
+        let (_, b) = sim.run_policy(&scenario, &policy);
+        assert_eq!(a, b, "{policy:?}");
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_report_and_another_seed_another_scenario() {
+    use vllm_keda_tools::simulate::scenario;
+    let load = |seed| {
+        let mut s = scenario::load("azure-conv", 3.0, 1.0, seed).unwrap();
+        s.requests.retain(|r| r.arrival <= Duration::from_secs(240));
+        s
+    };
+    let (a, b, c) = (load(7), load(7), load(8));
+    assert_eq!(a, b);
+    assert_ne!(
+        a.requests, c.requests,
+        "another seed jitters replicated requests differently"
+    );
+    // Replicated copies no longer arrive at the same instant.
+    let same_instant = a
+        .requests
+        .windows(2)
+        .filter(|w| w[0].arrival == w[1].arrival)
+        .count();
+    assert!(same_instant < a.requests.len() / 100, "{same_instant}");
+    let sim = simulation(60, &[]);
+    let (_, first) = sim.run_policy(&a, &PolicySpec::Ours);
+    let (_, second) = sim.run_policy(&b, &PolicySpec::Ours);
+    assert_eq!(first, second);
+}
