@@ -1,5 +1,6 @@
-//! The loop of one ScaledObject: every scrape interval, discover -> scrape -> parse ->
-//! snapshot -> window -> signals -> decide, then publish a new [`Status`] and update metrics.
+//! The loop of one ScaledObject: every scrape interval, discover -> scrape, then the core's
+//! [`Scaler`] (parse -> window -> signals -> decide), then publish a new [`Status`] and update
+//! metrics.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,11 +14,10 @@ use super::{Deregister, ScaledObject};
 use crate::discovery::{self, HostsFileResolver, Resolver, SystemResolver};
 use crate::scrape::{ScrapeError, ScrapeOutcome, ScrapeSettings, Scraper};
 use crate::telemetry::{HealthLabels, Metrics, ReasonLabels, ResultLabels, ScaledObjectLabels};
-use vllm_keda_core::exposition;
-use vllm_keda_core::policy::{Decision, Policy, PolicyState};
-use vllm_keda_core::signals::{
-    FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, SignalSettings,
-};
+use vllm_keda_core::Scaler;
+use vllm_keda_core::policy::Decision;
+use vllm_keda_core::scaler::{ScrapeRound, Step, TargetFailure};
+use vllm_keda_core::signals::FleetSignals;
 
 /// Scrape timeout for a scrape interval: the interval itself, within [0.5 s, 2 s], so a hung
 /// target delays a cycle by at most about one interval.
@@ -64,41 +64,47 @@ fn unix_now() -> f64 {
     since_epoch().as_secs_f64()
 }
 
-type Parsed<T> = Vec<(String, Result<T, ScrapeError>)>;
-
-/// Parses every fetched body into its snapshot (a failed fetch stays failed).
-fn parse_all(
+/// Parses one round's fetched bodies (a failed fetch stays failed).
+fn parse_round(
     pods: Vec<ScrapeOutcome>,
     gpus: Vec<ScrapeOutcome>,
     model: Option<&str>,
-) -> (Parsed<PodSnapshot>, Parsed<GpuSnapshot>) {
+) -> ScrapeRound<ScrapeError> {
+    let bodies = |outcomes: Vec<ScrapeOutcome>| {
+        outcomes
+            .into_iter()
+            .map(|scraped| (scraped.url, scraped.result))
+    };
+    ScrapeRound::parse(bodies(pods), bodies(gpus), model)
+}
+
+/// The round when parsing itself failed: every vLLM target failed with `message`, and no DCGM
+/// target answered.
+fn failed_round(pods: &[String], message: &str) -> ScrapeRound<ScrapeError> {
     let pods = pods
-        .into_iter()
-        .map(|scraped| {
-            let url = scraped.url;
-            let outcome = scraped
-                .result
-                .and_then(|body| match exposition::parse(&body) {
-                    Ok(parsed) => Ok(PodSnapshot::from_exposition(&parsed, model)),
-                    Err(error) => Err(ScrapeError::parse(url.as_str(), error)),
-                });
-            (url, outcome)
+        .iter()
+        .map(|url| {
+            let error = ScrapeError::parse(url.as_str(), message);
+            (url.clone(), Err(TargetFailure::Fetch(error)))
         })
         .collect();
-    let gpus = gpus
-        .into_iter()
-        .map(|scraped| {
-            let url = scraped.url;
-            let outcome = scraped
-                .result
-                .and_then(|body| match exposition::parse(&body) {
-                    Ok(parsed) => Ok(GpuSnapshot::from_exposition(&parsed)),
-                    Err(error) => Err(ScrapeError::parse(url.as_str(), error)),
-                });
-            (url, outcome)
-        })
-        .collect();
-    (pods, gpus)
+    ScrapeRound {
+        pods,
+        gpus: Vec::new(),
+    }
+}
+
+/// Why a target of a round gave no snapshot, as a scrape error (a body that does not parse is
+/// a `parse_error` of that target), or `None` when it gave one.
+fn scrape_error<T>(
+    url: &str,
+    outcome: &Result<T, TargetFailure<ScrapeError>>,
+) -> Option<ScrapeError> {
+    match outcome {
+        Ok(_) => None,
+        Err(TargetFailure::Fetch(error)) => Some(error.clone()),
+        Err(TargetFailure::Parse(error)) => Some(ScrapeError::parse(url, error)),
+    }
 }
 
 /// Runs one ScaledObject's loop until it is cancelled or not asked for `idle_stop`.
@@ -153,9 +159,7 @@ struct Cycle {
     labels: ScaledObjectLabels,
     metrics: Arc<Metrics>,
     scraper: Scraper,
-    window: FleetWindow,
-    policy: Policy,
-    policy_state: PolicyState,
+    scaler: Scaler,
     origin: Instant,
     urls: Vec<String>,
     gpu_urls: Vec<String>,
@@ -185,14 +189,9 @@ impl Cycle {
                 timeout: scrape_timeout(config.scrape_interval),
                 ..ScrapeSettings::default()
             }),
-            window: FleetWindow::new(SignalSettings {
-                model: config.model.clone(),
-                ..SignalSettings::default()
-            }),
-            policy: Policy::new(config.policy.clone()),
-            policy_state: match so.previous_target {
-                Some(target) => PolicyState::with_previous_target(target),
-                None => PolicyState::default(),
+            scaler: match so.previous_target {
+                Some(target) => Scaler::new(config).resume_from(target),
+                None => Scaler::new(config),
             },
             origin: Instant::now(),
             urls: Vec::new(),
@@ -231,8 +230,6 @@ impl Cycle {
             let all: Vec<String> = discovery_errors.iter().map(ToString::to_string).collect();
             all.join("; ")
         });
-        self.window.retain_pods(&self.urls);
-        self.window.retain_gpu_targets(&self.gpu_urls);
 
         let started = Instant::now();
         let (results, gpu_results) = tokio::join!(
@@ -248,36 +245,34 @@ impl Cycle {
         // handlers sharing them never wait behind a large body.
         let urls: Vec<String> = results.iter().map(|r| r.url.clone()).collect();
         let model = config.model.clone();
-        let parsed =
-            tokio::task::spawn_blocking(move || parse_all(results, gpu_results, model.as_deref()))
-                .await
-                .unwrap_or_else(|panic| {
-                    let message = format!("parsing panicked: {panic}");
-                    let failed = urls
-                        .iter()
-                        .map(|u| (u.clone(), Err(ScrapeError::parse(u.as_str(), &message))))
-                        .collect();
-                    (failed, Vec::new())
-                });
-        let (pods, gpus) = parsed;
+        let round = tokio::task::spawn_blocking(move || {
+            parse_round(results, gpu_results, model.as_deref())
+        })
+        .await
+        .unwrap_or_else(|panic| failed_round(&urls, &format!("parsing panicked: {panic}")));
 
         let now = self.origin.elapsed();
         let unix = unix_now();
-        let mut targets = Vec::with_capacity(pods.len());
-        for (url, outcome) in pods {
-            let health = self.health(so, &self.status.targets, &url, &outcome, unix);
-            self.window.record(now, &url, outcome.ok());
-            targets.push(health);
-        }
-        let mut gpu_targets = Vec::with_capacity(gpus.len());
-        for (url, outcome) in gpus {
-            let health = self.health(so, &self.status.gpu_targets, &url, &outcome, unix);
-            self.window.record_gpu(now, &url, outcome.ok());
-            gpu_targets.push(health);
-        }
+        let targets: Vec<TargetHealth> = round
+            .pods
+            .iter()
+            .map(|(url, outcome)| {
+                let error = scrape_error(url, outcome);
+                self.health(so, &self.status.targets, url, error.as_ref(), unix)
+            })
+            .collect();
+        let gpu_targets: Vec<TargetHealth> = round
+            .gpus
+            .iter()
+            .map(|(url, outcome)| {
+                let error = scrape_error(url, outcome);
+                self.health(so, &self.status.gpu_targets, url, error.as_ref(), unix)
+            })
+            .collect();
 
-        let signals = self.window.compute(now);
-        let decision = self.policy.decide(now, &signals, &mut self.policy_state);
+        // The fleet becomes the round's targets: every discovered URL was scraped, so these are
+        // the discovered vLLM and DCGM targets.
+        let Step { signals, decision } = self.scaler.step(now, round);
 
         let healthy = targets.iter().filter(|t| t.healthy).count();
         if healthy > 0 {
@@ -298,17 +293,17 @@ impl Cycle {
 
     /// Counts one scrape result and turns it into the target's health, logging the first
     /// failure after a success.
-    fn health<T>(
+    fn health(
         &self,
         so: &ScaledObject,
         previous: &[TargetHealth],
         url: &str,
-        outcome: &Result<T, ScrapeError>,
+        error: Option<&ScrapeError>,
         unix: f64,
     ) -> TargetHealth {
-        let result = match outcome {
-            Ok(_) => "ok",
-            Err(error) => error.result_label(),
+        let result = match error {
+            None => "ok",
+            Some(error) => error.result_label(),
         };
         self.metrics
             .scrapes
@@ -319,8 +314,8 @@ impl Cycle {
             })
             .inc();
         let prev = previous.iter().find(|t| t.url == url);
-        match outcome {
-            Ok(_) => TargetHealth {
+        match error {
+            None => TargetHealth {
                 url: url.to_owned(),
                 healthy: true,
                 result,
@@ -328,7 +323,7 @@ impl Cycle {
                 consecutive_failures: 0,
                 last_success_unix_seconds: Some(unix),
             },
-            Err(error) => {
+            Some(error) => {
                 if prev.is_none_or(|p| p.healthy) {
                     tracing::warn!(scaledobject = %so.key, target = %url, result, error = %error, "scrape failed");
                 }
@@ -441,6 +436,63 @@ mod tests {
         Key {
             namespace: "inference".into(),
             name: format!("llama-{i}"),
+        }
+    }
+
+    fn outcome(url: &str, result: Result<&str, ScrapeError>) -> ScrapeOutcome {
+        ScrapeOutcome {
+            url: url.to_owned(),
+            duration: Duration::ZERO,
+            result: result.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_round_keeps_fetch_errors_and_names_the_target_of_a_parse_error() {
+        let refused = ScrapeError::Connect {
+            url: "http://b/metrics".into(),
+            message: "connection refused".into(),
+        };
+        let round = parse_round(
+            vec![
+                outcome("http://a/metrics", Ok("vllm:num_requests_waiting 2\n")),
+                outcome("http://b/metrics", Err(refused.clone())),
+                outcome("http://c/metrics", Ok("this is { not a metrics body")),
+            ],
+            vec![outcome(
+                "http://gpu/metrics",
+                Ok("DCGM_FI_DEV_GPU_UTIL 50\n"),
+            )],
+            None,
+        );
+        let errors: Vec<Option<ScrapeError>> = round
+            .pods
+            .iter()
+            .map(|(url, outcome)| scrape_error(url, outcome))
+            .collect();
+        assert_eq!(errors[0], None);
+        assert_eq!(errors[1], Some(refused));
+        let parse = errors[2].as_ref().unwrap();
+        assert_eq!(parse.result_label(), "parse_error");
+        assert_eq!(parse.url(), "http://c/metrics");
+        assert_eq!(round.gpus.len(), 1);
+        assert_eq!(scrape_error(&round.gpus[0].0, &round.gpus[0].1), None);
+    }
+
+    #[test]
+    fn a_failed_parse_fails_every_vllm_target() {
+        let urls = vec!["http://a/metrics".to_owned(), "http://b/metrics".to_owned()];
+        let round = failed_round(&urls, "parsing panicked: boom");
+        assert!(round.gpus.is_empty());
+        assert_eq!(round.healthy_pods(), 0);
+        for ((url, outcome), expected) in round.pods.iter().zip(&urls) {
+            assert_eq!(url, expected);
+            let error = scrape_error(url, outcome).unwrap();
+            assert_eq!(error.result_label(), "parse_error");
+            assert!(
+                error.to_string().contains("parsing panicked: boom"),
+                "{error}"
+            );
         }
     }
 
