@@ -17,17 +17,17 @@ enum Command {
     /// Serve KEDA's external-scaler gRPC protocol (the production job).
     Serve(cli::serve::ServeArgs),
     /// Scrape vLLM endpoints (or saved bodies) twice and print the signals.
-    Check(vllm_keda_tools::check::CheckArgs),
+    Check(cli::check::CheckArgs),
     /// Run a fleet of emulated vLLM replicas on loopback.
-    Emulate(vllm_emulator::EmulateArgs),
+    Emulate(cli::emulate::EmulateArgs),
     /// See it scale: emulated fleet, the real scaler, and a KEDA/HPA stand-in in one process.
-    Demo(vllm_keda_tools::demo::DemoArgs),
+    Demo(cli::demo::DemoArgs),
     /// Replay a request trace through emulated replicas in virtual time under several policies.
-    Simulate(vllm_keda_tools::simulate::SimulateArgs),
+    Simulate(cli::simulate::SimulateArgs),
     /// Find a deployment's saturation point with the stepped open-loop load test.
-    Loadtest(vllm_keda_tools::loadtest::LoadtestArgs),
+    Loadtest(cli::loadtest::LoadtestArgs),
     /// Send sequential warm-up requests, then write a ready file.
-    Warmup(vllm_keda_tools::loadtest::WarmupArgs),
+    Warmup(cli::loadtest::WarmupArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,12 +38,12 @@ fn main() -> std::process::ExitCode {
     }
     let result = match cli.command {
         Command::Serve(args) => vllm_keda_service::serve::run(args.into()),
-        Command::Check(args) => vllm_keda_tools::check::run(args),
-        Command::Emulate(args) => vllm_emulator::run(args),
-        Command::Demo(args) => vllm_keda_tools::demo::run(args),
-        Command::Simulate(args) => vllm_keda_tools::simulate::run(args),
-        Command::Loadtest(args) => vllm_keda_tools::loadtest::run(args),
-        Command::Warmup(args) => vllm_keda_tools::loadtest::run_warmup(args),
+        Command::Check(args) => vllm_keda_tools::check::run(args.into()),
+        Command::Emulate(args) => vllm_emulator::run(args.into()),
+        Command::Demo(args) => vllm_keda_tools::demo::run(args.into()),
+        Command::Simulate(args) => vllm_keda_tools::simulate::run(args.into()),
+        Command::Loadtest(args) => vllm_keda_tools::loadtest::run(args.into()),
+        Command::Warmup(args) => vllm_keda_tools::loadtest::run_warmup(args.into()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -6,7 +6,7 @@
 //! `docs/emulator.md`.
 
 /// Which vLLM `/metrics` layout a replica renders.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MetricsShape {
     /// vLLM V1 (0.12 line): `engine` label, `_created` gauges, `kv_cache_usage_perc`,
     /// `inter_token_latency_seconds`, long-tail buckets.

@@ -29,59 +29,67 @@ pub use request::{Event, FinishReason, RejectError, RequestId, RequestRecord, Re
 pub use server::{FaultState, FaultUpdate, Replica, ReplicaConfig, ReplicaSnapshot};
 pub use text::py_float;
 
-/// `emulate` arguments: fleet size and ports, the served model, and every engine parameter
-/// (defaults: Llama-3.1-8B on one H100, see `docs/emulator.md`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct EmulateArgs {
+/// What `emulate` runs: fleet size and ports, the served model, and every engine parameter
+/// (`None` keeps the calibrated default: Llama-3.1-8B on one H100, see `docs/emulator.md`).
+/// [`Default`] is the command line's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmulateOptions {
     /// Number of replicas.
-    #[arg(long, default_value_t = 1)]
     pub replicas: usize,
-    /// Replica i listens on 127.0.0.1:(base-port + i); 0 picks free ports.
-    #[arg(long, default_value_t = 8000)]
+    /// Replica i listens on 127.0.0.1:(base_port + i); 0 picks free ports.
     pub base_port: u16,
     /// Served model name.
-    #[arg(long, default_value = "meta-llama/Llama-3.1-8B-Instruct")]
     pub model: String,
-    /// /metrics layout: v1 (vLLM 0.9+) or v0 (vLLM 0.6 and older names).
-    #[arg(long, value_enum, default_value_t = MetricsShape::V1)]
+    /// /metrics layout.
     pub metrics_shape: MetricsShape,
     /// Seed for fault-injection draws (replica i uses seed + i).
-    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// max_tokens for chat requests that give none.
-    #[arg(long, default_value_t = 256)]
     pub default_max_tokens: u32,
     /// Most sequences per batch.
-    #[arg(long)]
     pub max_num_seqs: Option<u32>,
     /// Token budget per engine step (prefills are chunked to fit).
-    #[arg(long)]
     pub max_num_batched_tokens: Option<u32>,
     /// KV-cache capacity in blocks.
-    #[arg(long)]
     pub num_gpu_blocks: Option<u32>,
     /// Tokens per KV-cache block.
-    #[arg(long)]
     pub block_size: Option<u32>,
     /// Longest prompt plus output accepted.
-    #[arg(long)]
     pub max_model_len: Option<u32>,
     /// Fixed cost of one engine step in seconds.
-    #[arg(long)]
     pub step_base_seconds: Option<f64>,
     /// Cost of each scheduled token in seconds.
-    #[arg(long)]
     pub per_token_seconds: Option<f64>,
     /// Cost per token of context read by a decoding sequence in seconds.
-    #[arg(long)]
     pub per_context_token_seconds: Option<f64>,
     /// Step-time multiplier (a fault: 2.0 = twice as slow).
-    #[arg(long)]
     pub slowdown: Option<f64>,
 }
 
-impl EmulateArgs {
-    /// The validated replica configuration these flags describe.
+impl Default for EmulateOptions {
+    fn default() -> Self {
+        Self {
+            replicas: 1,
+            base_port: 8000,
+            model: "meta-llama/Llama-3.1-8B-Instruct".to_owned(),
+            metrics_shape: MetricsShape::V1,
+            seed: 0,
+            default_max_tokens: 256,
+            max_num_seqs: None,
+            max_num_batched_tokens: None,
+            num_gpu_blocks: None,
+            block_size: None,
+            max_model_len: None,
+            step_base_seconds: None,
+            per_token_seconds: None,
+            per_context_token_seconds: None,
+            slowdown: None,
+        }
+    }
+}
+
+impl EmulateOptions {
+    /// The validated replica configuration these options describe.
     pub fn replica_config(&self) -> Result<ReplicaConfig, ConfigError> {
         let d = EngineConfig::default();
         let engine = EngineConfig {
@@ -111,16 +119,16 @@ impl EmulateArgs {
 }
 
 /// Runs `emulate`: starts the fleet and serves until SIGINT or SIGTERM.
-pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
-    let config = args.replica_config()?;
-    if args.replicas == 0 {
+pub fn run(options: EmulateOptions) -> anyhow::Result<()> {
+    let config = options.replica_config()?;
+    if options.replicas == 0 {
         anyhow::bail!("--replicas must be at least 1");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let fleet = Fleet::start(args.replicas, args.base_port, config.clone()).await?;
+        let fleet = Fleet::start(options.replicas, options.base_port, config.clone()).await?;
         let urls = fleet.urls();
         let shown = if urls.len() <= 4 {
             urls.join(" ")

@@ -54,7 +54,7 @@ fn main() {
     runtime.block_on(async move {
         let server = SlotServer::start(config).await;
         for rps in rates {
-            let args = vllm_keda_tools::loadtest::LoadtestArgs {
+            let args = vllm_keda_tools::loadtest::LoadtestOptions {
                 url: server.url(),
                 model: "bench".into(),
                 rps: vec![rps],

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use vllm_emulator::{EngineConfig, Fleet, ReplicaConfig, RequestShape};
 use vllm_keda_tools::loadtest::shape::Arrivals;
-use vllm_keda_tools::loadtest::{LoadtestArgs, LoadtestConfig, execute};
+use vllm_keda_tools::loadtest::{LoadtestConfig, LoadtestOptions, execute};
 
 /// vLLM V1's TTFT bucket bounds (the emulator renders these).
 const TTFT_BUCKETS: &[f64] = &[
@@ -53,7 +53,7 @@ async fn saturation_matches_the_emulators_predicted_capacity() {
     .await
     .unwrap();
     let url = fleet.urls()[0].clone();
-    let args = LoadtestArgs {
+    let args = LoadtestOptions {
         url,
         model: "test-model".into(),
         rps: vec![10.0, 20.0, 30.0, 40.0],

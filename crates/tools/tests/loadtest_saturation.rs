@@ -10,7 +10,7 @@ use loadtest_support::{SlotConfig, SlotServer, TTFT_BUCKETS};
 use tokio_util::sync::CancellationToken;
 use vllm_keda_tools::loadtest::report::write_reports;
 use vllm_keda_tools::loadtest::shape::Arrivals;
-use vllm_keda_tools::loadtest::{LoadtestArgs, LoadtestConfig, execute};
+use vllm_keda_tools::loadtest::{LoadtestConfig, LoadtestOptions, execute};
 
 pub fn args(
     url: &str,
@@ -18,8 +18,8 @@ pub fn args(
     step_seconds: f64,
     rest_seconds: f64,
     shape: &str,
-) -> LoadtestArgs {
-    LoadtestArgs {
+) -> LoadtestOptions {
+    LoadtestOptions {
         url: url.to_string(),
         model: "test-model".into(),
         rps: rps.to_vec(),

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use loadtest_support::{SlotConfig, SlotServer, fixed_args};
 use tokio_util::sync::CancellationToken;
-use vllm_keda_tools::loadtest::{LoadtestArgs, LoadtestConfig, execute};
+use vllm_keda_tools::loadtest::{LoadtestConfig, LoadtestOptions, execute};
 
-fn args(url: &str, rps: f64, seconds: f64) -> LoadtestArgs {
+fn args(url: &str, rps: f64, seconds: f64) -> LoadtestOptions {
     fixed_args(url, rps, seconds, 60.0)
 }
 

@@ -1,10 +1,10 @@
 //! One-shot signal report: `check` scrapes vLLM endpoints twice, the interval apart (or reads
 //! two saved bodies), and prints per-pod and fleet signals with go-live warnings.
 //!
-//! Owns: the `check` command line, gathering the two rounds, and feeding them through the same
-//! parser and [`vllm_keda_core::signals::FleetWindow`] the service uses. Does not own: the signal math
-//! (see [`vllm_keda_core::signals`]); the report and its advice live in [`report`], the table
-//! rendering in `table`.
+//! Owns: the `check` options (the binary maps its flags onto them), gathering the two rounds,
+//! and feeding them through the same parser and [`vllm_keda_core::signals::FleetWindow`] the
+//! service uses. Does not own: the signal math (see [`vllm_keda_core::signals`]); the report and
+//! its advice live in [`report`], the table rendering in `table`.
 
 pub mod report;
 mod table;
@@ -16,56 +16,47 @@ use anyhow::{Context as _, bail};
 
 use vllm_keda_service::scrape::{ScrapeSettings, Scraper};
 
-/// Command-line arguments.
-#[derive(Debug, clap::Args)]
-#[command(group(
-    clap::ArgGroup::new("source").required(true).args(["endpoints", "files"])
-))]
-pub struct CheckArgs {
-    /// vLLM `/metrics` endpoints, comma-separated (`http://host:port/metrics` or `host:port`).
-    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "URL")]
+/// What `check` reads and how it reports. [`Default`] is the command line's defaults (no
+/// targets: set `endpoints` or `files`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckOptions {
+    /// vLLM `/metrics` endpoints (`http://host:port/metrics` or `host:port`).
     pub endpoints: Vec<String>,
-    /// Seconds between the two scrapes (with --endpoints).
-    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    /// Seconds between the two scrapes (with `endpoints`).
     pub interval: f64,
-    /// Two saved bodies of one pod, the earlier first (instead of --endpoints).
-    #[arg(long, num_args = 2, value_names = ["EARLIER", "LATER"])]
+    /// Two saved bodies of one pod, the earlier first (instead of `endpoints`).
     pub files: Vec<PathBuf>,
-    /// Seconds between the two saved bodies (required with --files).
-    #[arg(long, value_name = "SECONDS")]
+    /// Seconds between the two saved bodies (required with `files`).
     pub elapsed: Option<f64>,
     /// Only series whose `model_name` is this (all models when absent).
-    #[arg(long, value_name = "M")]
     pub model: Option<String>,
     /// Print one JSON object instead of the table.
-    #[arg(long)]
     pub json: bool,
-    /// DCGM exporter endpoints for GPU signals, comma-separated (with --endpoints).
-    #[arg(long, value_delimiter = ',', value_name = "URL")]
+    /// DCGM exporter endpoints for GPU signals (with `endpoints`).
     pub dcgm_endpoints: Vec<String>,
-    /// Two saved DCGM exporter bodies, the earlier first (with --files).
-    #[arg(long, num_args = 2, value_names = ["EARLIER", "LATER"])]
+    /// Two saved DCGM exporter bodies, the earlier first (with `files`).
     pub dcgm_files: Vec<PathBuf>,
-    /// SLOs to judge the latency bucket resolution against.
-    #[command(flatten)]
-    pub slo: Box<SloArgs>,
-    /// Per-endpoint scrape timeout.
-    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    /// SLOs to judge the latency bucket resolution against (each must be positive when set).
+    pub slo: report::Slos,
+    /// Per-endpoint scrape timeout in seconds.
     pub timeout: f64,
 }
 
-/// Optional SLOs for the bucket-resolution warnings.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct SloArgs {
-    /// End-to-end latency SLO to check the bucket resolution against.
-    #[arg(long, value_name = "SECONDS")]
-    pub latency_slo_seconds: Option<f64>,
-    /// Time-to-first-token SLO to check the bucket resolution against.
-    #[arg(long, value_name = "SECONDS")]
-    pub ttft_slo_seconds: Option<f64>,
-    /// Inter-token latency SLO to check the bucket resolution against.
-    #[arg(long, value_name = "SECONDS")]
-    pub itl_slo_seconds: Option<f64>,
+impl Default for CheckOptions {
+    fn default() -> Self {
+        Self {
+            endpoints: Vec::new(),
+            interval: 10.0,
+            files: Vec::new(),
+            elapsed: None,
+            model: None,
+            json: false,
+            dcgm_endpoints: Vec::new(),
+            dcgm_files: Vec::new(),
+            slo: report::Slos::default(),
+            timeout: 5.0,
+        }
+    }
 }
 
 /// One target's two bodies (or why each is missing).
@@ -91,11 +82,11 @@ pub struct Gathered {
 }
 
 /// Runs the command.
-pub fn run(args: CheckArgs) -> anyhow::Result<()> {
+pub fn run(args: CheckOptions) -> anyhow::Result<()> {
     let slo = report::Slos {
-        latency_seconds: positive("--latency-slo-seconds", args.slo.latency_slo_seconds)?,
-        ttft_seconds: positive("--ttft-slo-seconds", args.slo.ttft_slo_seconds)?,
-        itl_seconds: positive("--itl-slo-seconds", args.slo.itl_slo_seconds)?,
+        latency_seconds: positive("--latency-slo-seconds", args.slo.latency_seconds)?,
+        ttft_seconds: positive("--ttft-slo-seconds", args.slo.ttft_seconds)?,
+        itl_seconds: positive("--itl-slo-seconds", args.slo.itl_seconds)?,
     };
     let gathered = if !args.files.is_empty() {
         gather_files(&args)?
@@ -135,7 +126,7 @@ fn read_pair(paths: &[PathBuf], flag: &str) -> anyhow::Result<Rounds> {
     })
 }
 
-fn gather_files(args: &CheckArgs) -> anyhow::Result<Gathered> {
+fn gather_files(args: &CheckOptions) -> anyhow::Result<Gathered> {
     let Some(elapsed) = args.elapsed else {
         bail!("--files needs --elapsed SECONDS: the time between the two saved bodies");
     };
@@ -170,7 +161,7 @@ fn normalize_all(targets: &[String], flag: &str) -> anyhow::Result<Vec<String>> 
     Ok(out)
 }
 
-fn gather_endpoints(args: &CheckArgs) -> anyhow::Result<Gathered> {
+fn gather_endpoints(args: &CheckOptions) -> anyhow::Result<Gathered> {
     if args.elapsed.is_some() || !args.dcgm_files.is_empty() {
         bail!("--elapsed and --dcgm-files go with --files; with --endpoints use --interval");
     }

@@ -29,33 +29,36 @@ use std::path::PathBuf;
 pub use run::execute;
 pub use settings::Settings;
 
-/// Command-line arguments.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DemoArgs {
+/// How the demo is asked to run. [`Default`] is the command line's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoOptions {
     /// Run the same story in under a minute (shorter phases and periods).
-    #[arg(long)]
     pub quick: bool,
-
     /// Directory for summary.json, timeline.csv, demo.svg and the Service's hosts file.
-    #[arg(long, default_value = "demo-out")]
     pub out: PathBuf,
-
-    /// Most replicas the scaler and the HPA may ask for (2 to 20).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=20))]
+    /// Most replicas the scaler and the HPA may ask for (the command line allows 2 to 20).
     pub replicas_max: u32,
-
     /// Picks where in the trace the load starts (the same seed replays the same requests).
-    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-
-    /// Print plain log lines instead of redrawing a live view (for CI logs; also the default
-    /// when stdout is not a terminal).
-    #[arg(long)]
+    /// Print plain log lines instead of redrawing a live view (also the case when stdout is not
+    /// a terminal).
     pub no_live: bool,
 }
 
+impl Default for DemoOptions {
+    fn default() -> Self {
+        Self {
+            quick: false,
+            out: PathBuf::from("demo-out"),
+            replicas_max: 5,
+            seed: 1,
+            no_live: false,
+        }
+    }
+}
+
 /// Runs the command.
-pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+pub fn run(args: DemoOptions) -> anyhow::Result<()> {
     use std::io::IsTerminal as _;
     // Warnings only (RUST_LOG overrides): the view shows what matters.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

@@ -1,4 +1,4 @@
-//! `loadtest` and `warmup` command-line arguments and their validation into configs that cannot
+//! `loadtest` and `warmup` options as asked for, and their validation into configs that cannot
 //! hold a bad value.
 
 use std::path::PathBuf;
@@ -8,75 +8,83 @@ use super::shape::{Arrivals, Shape};
 use super::verdict::VerdictSettings;
 use crate::trace::{LoadStep, step_plan};
 
-/// `loadtest` arguments.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LoadtestArgs {
+/// A load test as asked for, before validation into a [`LoadtestConfig`]. [`Default`] is the
+/// command line's defaults (`url` and `model` have none: set them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadtestOptions {
     /// Base URL of the OpenAI-compatible server (e.g. http://vllm:8000).
-    #[arg(long)]
     pub url: String,
     /// Model name to request.
-    #[arg(long)]
     pub model: String,
-    /// Offered rates in requests per second, comma separated (default 10,20,...,70).
-    #[arg(long, value_delimiter = ',', conflicts_with = "rps_range")]
+    /// Offered rates in requests per second (empty: 10,20,...,70 unless `rps_range` is set).
     pub rps: Vec<f64>,
-    /// Offered rates as FROM:TO:STEP (e.g. 10:70:10).
-    #[arg(long)]
+    /// Offered rates as FROM:TO:STEP (e.g. 10:70:10); wins over `rps`.
     pub rps_range: Option<String>,
     /// Seconds of load per step.
-    #[arg(long, default_value_t = 60.0)]
     pub step_seconds: f64,
     /// Seconds of rest between steps (and the drain after the last).
-    #[arg(long, default_value_t = 30.0)]
     pub rest_seconds: f64,
     /// Sequential warm-up requests before the first step.
-    #[arg(long, default_value_t = 100)]
     pub warmup: u32,
     /// Request sizes: fixed:PROMPT:OUTPUT, uniform:PLO-PHI:OLO-OHI or trace:FILE.
-    #[arg(long, default_value = "fixed:512:128")]
     pub shape: String,
     /// Arrival spacing within a step.
-    #[arg(long, value_enum, default_value_t = Arrivals::Uniform)]
     pub arrivals: Arrivals,
-    /// A vLLM pod's /metrics URL (repeat for each pod; default URL/metrics).
-    #[arg(long = "metrics-url")]
+    /// The vLLM pods' /metrics URLs (empty: URL/metrics).
     pub metrics_urls: Vec<String>,
     /// Skip scraping /metrics (client-side measurements only).
-    #[arg(long, conflicts_with = "metrics_urls")]
     pub no_metrics: bool,
     /// Replicas behind the URL (default: the number of metrics URLs).
-    #[arg(long)]
     pub replicas: Option<usize>,
     /// Directory for the reports.
-    #[arg(long, default_value = "loadtest-report")]
     pub out: PathBuf,
     /// Seconds between /metrics scrapes.
-    #[arg(long, default_value_t = 1.0)]
     pub scrape_interval_seconds: f64,
     /// Per-request timeout in seconds.
-    #[arg(long, default_value_t = 300.0)]
     pub request_timeout_seconds: f64,
     /// Most requests in flight; arrivals beyond it are counted as dropped.
-    #[arg(long, default_value_t = 20_000)]
     pub max_in_flight: u64,
     /// Queue depth per replica still counted as about zero.
-    #[arg(long, default_value_t = 1.0)]
     pub queue_tolerance: f64,
     /// Latency has bent when P95 e2e exceeds this factor of the best earlier step.
-    #[arg(long, default_value_t = 2.0)]
     pub latency_bend: f64,
     /// Smallest queueDepthPerReplica to recommend.
-    #[arg(long, default_value_t = 3)]
     pub min_queue_depth: u32,
     /// Seed for sizes and Poisson arrivals.
-    #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// scalerAddress written into the ScaledObject snippet.
-    #[arg(long, default_value = "vllm-keda-scaler.keda.svc.cluster.local:9090")]
     pub scaler_address: String,
     /// No live progress line.
-    #[arg(long)]
     pub quiet: bool,
+}
+
+impl Default for LoadtestOptions {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            model: String::new(),
+            rps: Vec::new(),
+            rps_range: None,
+            step_seconds: 60.0,
+            rest_seconds: 30.0,
+            warmup: 100,
+            shape: "fixed:512:128".to_owned(),
+            arrivals: Arrivals::Uniform,
+            metrics_urls: Vec::new(),
+            no_metrics: false,
+            replicas: None,
+            out: PathBuf::from("loadtest-report"),
+            scrape_interval_seconds: 1.0,
+            request_timeout_seconds: 300.0,
+            max_in_flight: 20_000,
+            queue_tolerance: 1.0,
+            latency_bend: 2.0,
+            min_queue_depth: 3,
+            seed: 1,
+            scaler_address: "vllm-keda-scaler.keda.svc.cluster.local:9090".to_owned(),
+            quiet: false,
+        }
+    }
 }
 
 /// A validated load test.
@@ -172,10 +180,10 @@ pub fn base_url(flag: &str, url: &str) -> anyhow::Result<String> {
     Ok(url.to_string())
 }
 
-impl TryFrom<LoadtestArgs> for LoadtestConfig {
+impl TryFrom<LoadtestOptions> for LoadtestConfig {
     type Error = anyhow::Error;
 
-    fn try_from(a: LoadtestArgs) -> anyhow::Result<Self> {
+    fn try_from(a: LoadtestOptions) -> anyhow::Result<Self> {
         let url = base_url("url", &a.url)?;
         anyhow::ensure!(
             !a.model.trim().is_empty(),
@@ -249,33 +257,41 @@ impl TryFrom<LoadtestArgs> for LoadtestConfig {
     }
 }
 
-/// `warmup` arguments.
-#[derive(Debug, Clone, clap::Args)]
-pub struct WarmupArgs {
+/// A warm-up as asked for. [`Default`] is the command line's defaults (`url` and `model` have
+/// none: set them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WarmupOptions {
     /// Base URL of the OpenAI-compatible server (e.g. http://127.0.0.1:8000).
-    #[arg(long)]
     pub url: String,
     /// Model name to request.
-    #[arg(long)]
     pub model: String,
     /// Sequential requests to send once the server is healthy.
-    #[arg(long, default_value_t = 100)]
     pub requests: u32,
     /// File written after the warm-up succeeded (for a readiness probe).
-    #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// Give up (non-zero exit) when the server is not healthy and warmed up within this time.
-    #[arg(long, default_value_t = 600.0)]
+    /// Give up (an error) when the server is not healthy and warmed up within this time.
     pub timeout_seconds: f64,
     /// Prompt tokens per warm-up request.
-    #[arg(long, default_value_t = 128)]
     pub prompt_tokens: u32,
     /// Output tokens per warm-up request.
-    #[arg(long, default_value_t = 32)]
     pub output_tokens: u32,
     /// Health path polled before the first request.
-    #[arg(long, default_value = "/health")]
     pub health_path: String,
+}
+
+impl Default for WarmupOptions {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            model: String::new(),
+            requests: 100,
+            ready_file: None,
+            timeout_seconds: 600.0,
+            prompt_tokens: 128,
+            output_tokens: 32,
+            health_path: "/health".to_owned(),
+        }
+    }
 }
 
 #[cfg(test)]

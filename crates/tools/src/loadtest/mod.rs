@@ -5,10 +5,10 @@
 //! and the `loadtest` and `warmup` commands. Does not own: the request traces (see
 //! [`crate::trace`]), the charts (see [`crate::plot`]) or the scrape/parse/signal code it reuses.
 //!
-//! Layout: [`config`] (flags), [`shape`] (request sizes, arrival spacing), [`client`] (one
-//! streaming request), [`generator`] (the open-loop schedule and per-step recording),
-//! [`monitor`] (server-side scrapes), [`verdict`] (pure decision rules), [`report`] (table,
-//! Markdown, JSON, SVG, ScaledObject snippet), [`warmup`].
+//! Layout: [`config`] (options and their validation), [`shape`] (request sizes, arrival
+//! spacing), [`client`] (one streaming request), [`generator`] (the open-loop schedule and
+//! per-step recording), [`monitor`] (server-side scrapes), [`verdict`] (pure decision rules),
+//! [`report`] (table, Markdown, JSON, SVG, ScaledObject snippet), [`warmup`].
 
 pub mod client;
 pub mod config;
@@ -26,7 +26,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{LoadtestArgs, LoadtestConfig, WarmupArgs};
+pub use config::{LoadtestConfig, LoadtestOptions, WarmupOptions};
 pub use report::LoadtestReport;
 
 use client::CompletionClient;
@@ -49,8 +49,61 @@ pub async fn execute(
         connections,
     )?);
     let mut sizes = SizeSampler::new(config.shape.clone(), config.seed);
+    let warmup_failures = warm_up(config, &client, &mut sizes, &cancel).await?;
 
-    // Warm-up: sequential, same sizes as the test's first requests.
+    let arrivals = schedule(&config.plan, config.arrivals, &mut sizes, config.seed);
+    let recorder = Arc::new(Recorder::new(config.plan.len()));
+    let log = Arc::new(MonitorLog::default());
+    // Start a little ahead so the first sends are not late by construction.
+    let origin = Instant::now() + Duration::from_millis(50);
+    let step_length = config
+        .plan
+        .first()
+        .map_or(Duration::from_secs(60), |s| s.duration);
+    let background = Background::start(config, origin, step_length, &recorder, &log);
+    let run = cancel.child_token();
+    let driver = drive_on_own_thread(
+        client,
+        arrivals,
+        recorder.clone(),
+        origin,
+        config.max_in_flight,
+        run.clone(),
+    );
+    let end = wait_for_the_end(config, driver, &recorder, origin, &cancel, &run).await;
+    background.stop().await;
+
+    let samples = log.samples();
+    let steps = step_results(config, &recorder, &samples, end.stopped_at);
+    let verdict = verdict::decide(&steps, &config.verdict);
+    Ok(LoadtestReport {
+        url: config.url.clone(),
+        model: config.model.clone(),
+        shape: config.shape.describe(),
+        arrivals: format!("{:?}", config.arrivals).to_lowercase(),
+        metrics_urls: config.metrics_urls.clone(),
+        step_seconds: step_length.as_secs_f64(),
+        rest_seconds: config.rest.as_secs_f64(),
+        warmup_requests: config.warmup,
+        warmup_failures,
+        interrupted: end.interrupted,
+        settings: config.verdict.clone(),
+        steps,
+        verdict,
+        queue_timeline: report::queue_timeline(&samples),
+        scrape_error: samples.iter().find_map(|s| s.error.clone()),
+        scaler_address: config.scaler_address.clone(),
+    })
+}
+
+/// The warm-up: sequential requests, the same sizes as the test's first ones. Returns how many
+/// failed; an error when every one did.
+async fn warm_up(
+    config: &LoadtestConfig,
+    client: &CompletionClient,
+    sizes: &mut SizeSampler,
+    cancel: &CancellationToken,
+) -> anyhow::Result<u32> {
     let (mut warmup_failures, mut last_failure) = (0u32, None);
     for i in 0..config.warmup {
         if cancel.is_cancelled() {
@@ -85,49 +138,80 @@ pub async fn execute(
             last_failure.map_or_else(|| "unknown".into(), |k| k.to_string())
         );
     }
+    Ok(warmup_failures)
+}
 
-    let arrivals = schedule(&config.plan, config.arrivals, &mut sizes, config.seed);
-    let recorder = Arc::new(Recorder::new(config.plan.len()));
-    let log = Arc::new(MonitorLog::default());
-    // Start a little ahead so the first sends are not late by construction.
-    let origin = Instant::now() + Duration::from_millis(50);
-    let run = cancel.child_token();
-    let background = CancellationToken::new();
-    let step_length = config
-        .plan
-        .first()
-        .map_or(Duration::from_secs(60), |s| s.duration);
-    let monitor = tokio::spawn(run_monitor(
-        config.metrics_urls.clone(),
-        config.scrape_interval,
-        step_length,
-        origin,
-        log.clone(),
-        background.clone(),
-    ));
-    let progress = config.progress.then(|| {
-        tokio::spawn(progress_loop(
-            config.plan.clone(),
+/// The tasks beside the generator: the /metrics monitor and the live progress line.
+struct Background {
+    cancel: CancellationToken,
+    monitor: tokio::task::JoinHandle<()>,
+    progress: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Background {
+    fn start(
+        config: &LoadtestConfig,
+        origin: Instant,
+        step_length: Duration,
+        recorder: &Arc<Recorder>,
+        log: &Arc<MonitorLog>,
+    ) -> Self {
+        let cancel = CancellationToken::new();
+        let monitor = tokio::spawn(run_monitor(
+            config.metrics_urls.clone(),
+            config.scrape_interval,
+            step_length,
             origin,
-            recorder.clone(),
             log.clone(),
-            background.clone(),
-        ))
-    });
-    let driver = drive_on_own_thread(
-        client,
-        arrivals,
-        recorder.clone(),
-        origin,
-        config.max_in_flight,
-        run.clone(),
-    );
+            cancel.clone(),
+        ));
+        let progress = config.progress.then(|| {
+            tokio::spawn(progress_loop(
+                config.plan.clone(),
+                origin,
+                recorder.clone(),
+                log.clone(),
+                cancel.clone(),
+            ))
+        });
+        Self {
+            cancel,
+            monitor,
+            progress,
+        }
+    }
 
-    // Wait until every scheduled request has been sent and the last step has ended, then for a
-    // drain (the rest length, at least 2 s) while requests are in flight; or for Ctrl-C.
+    /// Stops both tasks and waits for them.
+    async fn stop(self) {
+        self.cancel.cancel();
+        let _ = self.monitor.await;
+        if let Some(p) = self.progress {
+            let _ = p.await;
+        }
+    }
+}
+
+/// Where the generator stopped.
+struct End {
+    /// Time since the origin at which the test stopped.
+    stopped_at: Duration,
+    /// Stopped by `cancel` (Ctrl-C) rather than at the end of the plan.
+    interrupted: bool,
+}
+
+/// Waits until every scheduled request has been sent and the last step has ended, then for a
+/// drain (the rest length, at least 2 s) while requests are in flight; or for `cancel`
+/// (Ctrl-C). Then stops the generator (`run`) and waits for it.
+async fn wait_for_the_end(
+    config: &LoadtestConfig,
+    mut driver: tokio::task::JoinHandle<()>,
+    recorder: &Recorder,
+    origin: Instant,
+    cancel: &CancellationToken,
+    run: &CancellationToken,
+) -> End {
     let last_end = config.plan.last().map_or(Duration::ZERO, |s| s.end());
     let drain = config.rest.max(Duration::from_secs(2));
-    let mut driver = driver;
     let mut driver_done = false;
     let mut interrupted = tokio::select! {
         _ = &mut driver => { driver_done = true; false }
@@ -157,13 +241,20 @@ pub async fn execute(
     if !driver_done {
         let _ = driver.await;
     }
-    background.cancel();
-    let _ = monitor.await;
-    if let Some(p) = progress {
-        let _ = p.await;
+    End {
+        stopped_at,
+        interrupted,
     }
+}
 
-    let samples = log.samples();
+/// One result per step that started before `stopped_at`, client side and server side (a step
+/// cut short is marked partial).
+fn step_results(
+    config: &LoadtestConfig,
+    recorder: &Recorder,
+    samples: &[monitor::MonitorSample],
+    stopped_at: Duration,
+) -> Vec<verdict::StepResult> {
     let mut steps = Vec::new();
     for (index, step) in config.plan.iter().enumerate() {
         if stopped_at <= step.start {
@@ -175,32 +266,14 @@ pub async fn execute(
         let mut result = stats.to_result(index, step, ran_until - step.start, partial);
         result.completed_rps = recorder.completion_rate(step.start, ran_until);
         result.server = server_step(
-            &samples,
+            samples,
             step.start,
             ran_until,
             (step.end() + step.rest).min(stopped_at),
         );
         steps.push(result);
     }
-    let verdict = verdict::decide(&steps, &config.verdict);
-    Ok(LoadtestReport {
-        url: config.url.clone(),
-        model: config.model.clone(),
-        shape: config.shape.describe(),
-        arrivals: format!("{:?}", config.arrivals).to_lowercase(),
-        metrics_urls: config.metrics_urls.clone(),
-        step_seconds: step_length.as_secs_f64(),
-        rest_seconds: config.rest.as_secs_f64(),
-        warmup_requests: config.warmup,
-        warmup_failures,
-        interrupted,
-        settings: config.verdict.clone(),
-        steps,
-        verdict,
-        queue_timeline: report::queue_timeline(&samples),
-        scrape_error: samples.iter().find_map(|s| s.error.clone()),
-        scaler_address: config.scaler_address.clone(),
-    })
+    steps
 }
 
 /// The live progress line: step, elapsed and remaining time, achieved rate, in flight, queue
@@ -276,39 +349,53 @@ async fn progress_loop(
 
 /// Runs `loadtest`: the test, the table on stdout, the reports in `--out`. Ctrl-C stops early
 /// and still writes what was measured.
-pub fn run(args: LoadtestArgs) -> anyhow::Result<()> {
-    let config = LoadtestConfig::try_from(args)?;
+pub fn run(options: LoadtestOptions) -> anyhow::Result<()> {
+    let config = LoadtestConfig::try_from(options)?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let cancel = CancellationToken::new();
-        let on_signal = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ninterrupted: stopping and writing what was measured (Ctrl-C again to quit at once)");
-                on_signal.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
-                }
-            }
-        });
+        let cancel = cancel_on_ctrl_c();
         let report = execute(&config, cancel).await?;
-        print!("{}", report::text_table(&report));
-        println!();
-        print!("{}", report::recommendation_text(&report));
-        let written = report::write_reports(&report, &config.out)?;
-        println!();
-        for path in written {
-            println!("wrote {}", path.display());
-        }
-        Ok(())
+        print_and_write(&report, &config)
     })
+}
+
+/// A token cancelled by the first Ctrl-C (the test stops and writes what it measured); a second
+/// Ctrl-C exits at once.
+fn cancel_on_ctrl_c() -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!(
+                "\ninterrupted: stopping and writing what was measured (Ctrl-C again to quit at once)"
+            );
+            on_signal.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    cancel
+}
+
+/// The table and the recommendation on stdout, the reports into `config.out`.
+fn print_and_write(report: &LoadtestReport, config: &LoadtestConfig) -> anyhow::Result<()> {
+    print!("{}", report::text_table(report));
+    println!();
+    print!("{}", report::recommendation_text(report));
+    let written = report::write_reports(report, &config.out)?;
+    println!();
+    for path in written {
+        println!("wrote {}", path.display());
+    }
+    Ok(())
 }
 
 /// Runs `warmup`: exit 0 after the requests (and the ready file); an error (non-zero exit) when
 /// the server is not healthy and warmed up within the timeout.
-pub fn run_warmup(args: WarmupArgs) -> anyhow::Result<()> {
+pub fn run_warmup(options: WarmupOptions) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let outcome = runtime.block_on(warmup::warmup(&args))?;
+    let outcome = runtime.block_on(warmup::warmup(&options))?;
     println!(
         "warmed up: {} requests, {} failed, first e2e {:.3} s, mean e2e {:.3} s",
         outcome.requests,

@@ -117,7 +117,7 @@ fn range(s: &str) -> Option<(u32, u32)> {
 }
 
 /// How arrivals are spaced within a step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Arrivals {
     /// Evenly spaced (a constant arrival rate, like k6's constant-arrival-rate).

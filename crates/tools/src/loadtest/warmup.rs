@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use tokio::time::Instant;
 
 use super::client::CompletionClient;
-use super::config::{WarmupArgs, base_url};
+use super::config::{WarmupOptions, base_url};
 
 /// What a warm-up did.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,7 +130,7 @@ pub async fn sequential_requests(
 }
 
 /// Runs the `warmup` command: health, requests, ready file.
-pub async fn warmup(args: &WarmupArgs) -> anyhow::Result<WarmupOutcome> {
+pub async fn warmup(args: &WarmupOptions) -> anyhow::Result<WarmupOutcome> {
     let url = base_url("url", &args.url)?;
     anyhow::ensure!(
         !args.model.trim().is_empty(),

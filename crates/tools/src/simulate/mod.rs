@@ -33,65 +33,67 @@ use fleet::{Controller, FleetSettings, RunResult};
 use report::{PolicyReport, SloTargets};
 use scenario::Scenario;
 
-/// Command-line arguments.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SimulateArgs {
-    /// Trace to replay: a file (Azure 2023 CSV or Mooncake JSONL) or a built-in scenario:
+/// What `simulate` replays and compares. [`Default`] is the command line's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimulateOptions {
+    /// Traces to replay: files (Azure 2023 CSV or Mooncake JSONL) or built-in scenarios:
     /// azure-code, azure-conv, mooncake (bundled traces) or step (the guide's load test).
-    /// Repeat for several scenarios.
-    #[arg(long = "trace", default_value = "azure-conv")]
     pub traces: Vec<String>,
     /// Multiply the trace's request rate (requests are replicated).
-    #[arg(long, default_value_t = 1.0)]
     pub rate_multiplier: f64,
     /// Divide the trace's timestamps (same requests, faster).
-    #[arg(long, default_value_t = 1.0)]
     pub time_compression: f64,
     /// Only the first this many seconds of each trace (after reshaping).
-    #[arg(long)]
     pub duration_seconds: Option<f64>,
-    /// Policies to compare: ours, prometheus-keda, kpa (Knative's concurrency autoscaler,
-    /// target 256 in-flight requests per replica at 70 % utilisation), kpa:TARGET, static:N,
-    /// oracle.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "ours,prometheus-keda,static:4,oracle"
-    )]
+    /// Policies to compare, each as [`PolicySpec::parse`] reads it.
     pub policies: Vec<String>,
-    /// Scaler metadata for `ours` (repeatable `key=value`, as in a ScaledObject trigger).
-    #[arg(long = "metadata", value_name = "KEY=VALUE")]
+    /// Scaler metadata for `ours` (`key=value`, as in a ScaledObject trigger).
     pub metadata: Vec<String>,
     /// Lowest replica count for every policy.
-    #[arg(long, default_value_t = 1)]
     pub min_replicas: u32,
     /// Highest replica count for every policy.
-    #[arg(long, default_value_t = 20)]
     pub max_replicas: u32,
-    /// Seconds from asking for a replica to it serving (the guide: 2-10 minutes).
-    #[arg(long, default_value_t = 300.0)]
+    /// Seconds from asking for a replica to it serving.
     pub startup_delay_seconds: f64,
-    /// Prometheus scrape interval of the prometheus-keda chain (the guide: 15-30 s).
-    #[arg(long, default_value_t = 15.0)]
+    /// Prometheus scrape interval of the prometheus-keda chain.
     pub prometheus_scrape_seconds: f64,
     /// SLO: time to first token, seconds.
-    #[arg(long, default_value_t = 2.0)]
     pub ttft_slo_seconds: f64,
     /// SLO: mean time per output token, seconds.
-    #[arg(long, default_value_t = 0.1)]
     pub tpot_slo_seconds: f64,
     /// End-to-end target reported beside the SLO, seconds.
-    #[arg(long, default_value_t = 5.0)]
     pub e2e_slo_seconds: f64,
-    /// Seed of the arrival jitter given to requests replicated by --rate-multiplier.
-    #[arg(long, default_value_t = 1)]
+    /// Seed of the arrival jitter given to requests replicated by `rate_multiplier`.
     pub seed: u64,
     /// Print one JSON list (one object per policy and scenario) instead of Markdown.
-    #[arg(long)]
     pub json: bool,
     /// Write report.md, report.json and one SVG plot per scenario into this directory.
-    #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+impl Default for SimulateOptions {
+    fn default() -> Self {
+        Self {
+            traces: vec!["azure-conv".to_owned()],
+            rate_multiplier: 1.0,
+            time_compression: 1.0,
+            duration_seconds: None,
+            policies: ["ours", "prometheus-keda", "static:4", "oracle"]
+                .map(str::to_owned)
+                .to_vec(),
+            metadata: Vec::new(),
+            min_replicas: 1,
+            max_replicas: 20,
+            startup_delay_seconds: 300.0,
+            prometheus_scrape_seconds: 15.0,
+            ttft_slo_seconds: 2.0,
+            tpot_slo_seconds: 0.1,
+            e2e_slo_seconds: 5.0,
+            seed: 1,
+            json: false,
+            out: None,
+        }
+    }
 }
 
 /// One policy to run.
@@ -360,7 +362,7 @@ fn parse_metadata(pairs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
 }
 
 /// Runs the command.
-pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
+pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
     if args.min_replicas == 0 || args.min_replicas > args.max_replicas {
         anyhow::bail!(
             "--min-replicas {} / --max-replicas {}: expected 1 <= min <= max",

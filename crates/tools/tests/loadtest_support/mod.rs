@@ -320,30 +320,21 @@ pub fn fixed_args(
     rps: f64,
     seconds: f64,
     rest_seconds: f64,
-) -> vllm_keda_tools::loadtest::LoadtestArgs {
-    vllm_keda_tools::loadtest::LoadtestArgs {
+) -> vllm_keda_tools::loadtest::LoadtestOptions {
+    vllm_keda_tools::loadtest::LoadtestOptions {
         url: url.to_string(),
         model: "test-model".into(),
         rps: vec![rps],
-        rps_range: None,
         step_seconds: seconds,
         rest_seconds,
         warmup: 20,
         shape: "fixed:8:2".into(),
-        arrivals: vllm_keda_tools::loadtest::shape::Arrivals::Uniform,
-        metrics_urls: Vec::new(),
         no_metrics: true,
-        replicas: None,
         out: "unused".into(),
-        scrape_interval_seconds: 1.0,
         request_timeout_seconds: 30.0,
-        max_in_flight: 20_000,
-        queue_tolerance: 1.0,
-        latency_bend: 2.0,
-        min_queue_depth: 3,
-        seed: 1,
         scaler_address: "scaler:9090".into(),
         quiet: true,
+        ..Default::default()
     }
 }
 
