@@ -12,6 +12,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::scrape::RESULT_LABELS;
+use vllm_keda_core::config::ScalerConfig;
+use vllm_keda_core::policy::Decision;
+use vllm_keda_core::signals::FleetSignals;
+
 /// Starts structured logging to stderr; `RUST_LOG` filters (default `info`).
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -50,7 +55,7 @@ pub struct ResultLabels {
     pub namespace: String,
     /// The ScaledObject's name.
     pub scaledobject: String,
-    /// `ok`, `timeout`, `connect_error`, `http_status`, `too_large`, `decode_error` or `parse_error`.
+    /// One of [`RESULT_LABELS`].
     pub result: String,
 }
 
@@ -69,7 +74,7 @@ pub struct HealthLabels {
     pub namespace: String,
     /// The ScaledObject's name.
     pub scaledobject: String,
-    /// `healthy` or `failing`.
+    /// One of [`TARGET_HEALTH`].
     pub health: String,
 }
 
@@ -80,19 +85,116 @@ pub struct MethodLabels {
     pub method: String,
 }
 
-/// Every scrape result label value, in a fixed order.
-pub const SCRAPE_RESULTS: [&str; 7] = [
-    "ok",
-    "timeout",
-    "connect_error",
-    "http_status",
-    "too_large",
-    "decode_error",
-    "parse_error",
-];
+/// The `health` label values of the targets gauge.
+pub const TARGET_HEALTH: [&str; 2] = ["healthy", "failing"];
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 type HistogramConstructor = fn() -> Histogram;
+
+/// What one cycle produced, as the per-ScaledObject gauges read it.
+#[derive(Debug, Clone, Copy)]
+pub struct CycleReading<'a> {
+    /// The fleet's signals.
+    pub signals: &'a FleetSignals,
+    /// The policy's decision on them.
+    pub decision: &'a Decision,
+    /// Unix time of the last cycle with at least one healthy target, if there was one.
+    pub last_healthy_unix_seconds: Option<f64>,
+}
+
+/// Where a per-ScaledObject gauge's value comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum GaugeSource {
+    /// The validated configuration: set once, when the loop starts.
+    Config(fn(&ScalerConfig) -> f64),
+    /// Every cycle's reading; `None` leaves the gauge as it was.
+    Cycle(fn(&CycleReading<'_>) -> Option<f64>),
+}
+
+/// One gauge with a series per ScaledObject (labels [`ScaledObjectLabels`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ScaledObjectGauge {
+    /// Its name after the `vllm_keda_scaler_` prefix.
+    pub name: &'static str,
+    /// Its `# HELP` text.
+    pub help: &'static str,
+    /// Where its value comes from.
+    pub source: GaugeSource,
+}
+
+/// An undefined value (a quantile without observations) as NaN.
+fn or_nan(value: Option<f64>) -> f64 {
+    value.unwrap_or(f64::NAN)
+}
+
+/// Every per-ScaledObject gauge: registered, set and removed from this table alone.
+pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 13] = [
+    ScaledObjectGauge {
+        name: "target_replicas",
+        help: "Replica target returned to KEDA",
+        source: GaugeSource::Cycle(|c| Some(f64::from(c.decision.target_replicas))),
+    },
+    ScaledObjectGauge {
+        name: "desired_replicas",
+        help: "Replicas the policy decided (differs from the target in advisory mode)",
+        source: GaugeSource::Cycle(|c| Some(f64::from(c.decision.desired_replicas))),
+    },
+    ScaledObjectGauge {
+        name: "ready_replicas",
+        help: "Pods whose latest scrape succeeded",
+        source: GaugeSource::Cycle(|c| Some(c.signals.pods_healthy as f64)),
+    },
+    ScaledObjectGauge {
+        name: "min_replicas",
+        help: "Configured minimum replicas",
+        source: GaugeSource::Config(|config| f64::from(config.policy.min_replicas)),
+    },
+    ScaledObjectGauge {
+        name: "max_replicas",
+        help: "Configured maximum replicas",
+        source: GaugeSource::Config(|config| f64::from(config.policy.max_replicas)),
+    },
+    ScaledObjectGauge {
+        name: "queue_depth",
+        help: "Requests waiting across healthy pods",
+        source: GaugeSource::Cycle(|c| Some(c.signals.fleet.queue_depth)),
+    },
+    ScaledObjectGauge {
+        name: "running_requests",
+        help: "Requests running across healthy pods",
+        source: GaugeSource::Cycle(|c| Some(c.signals.fleet.running)),
+    },
+    ScaledObjectGauge {
+        name: "e2e_latency_p95_seconds",
+        help: "P95 end-to-end request latency over the window (NaN when no request finished)",
+        source: GaugeSource::Cycle(|c| Some(or_nan(c.signals.fleet.e2e_latency_seconds.p95))),
+    },
+    ScaledObjectGauge {
+        name: "ttft_p95_seconds",
+        help: "P95 time to first token over the window (NaN when undefined)",
+        source: GaugeSource::Cycle(|c| Some(or_nan(c.signals.fleet.ttft_seconds.p95))),
+    },
+    ScaledObjectGauge {
+        name: "itl_p95_seconds",
+        help: "P95 inter-token latency over the window (NaN when undefined)",
+        source: GaugeSource::Cycle(|c| Some(or_nan(c.signals.fleet.itl_seconds.p95))),
+    },
+    ScaledObjectGauge {
+        name: "kv_cache_usage_max",
+        help: "Largest KV-cache usage (0..1) across healthy pods",
+        source: GaugeSource::Cycle(|c| Some(or_nan(c.signals.fleet.kv_cache_usage.max))),
+    },
+    ScaledObjectGauge {
+        name: "preemptions_per_second",
+        help: "Preemptions per second across healthy pods",
+        source: GaugeSource::Cycle(|c| Some(or_nan(c.signals.fleet.preemptions_per_second))),
+    },
+    ScaledObjectGauge {
+        name: "last_success_timestamp_seconds",
+        help: "Unix time of the last cycle with at least one healthy target",
+        source: GaugeSource::Cycle(|c| c.last_healthy_unix_seconds),
+    },
+];
 
 fn rpc_histogram() -> Histogram {
     // 20 us .. about 1.3 s: RPCs answer from memory, so the low end matters.
@@ -108,30 +210,8 @@ fn scrape_histogram() -> Histogram {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    /// Replica target returned to KEDA.
-    pub target_replicas: Family<ScaledObjectLabels, FloatGauge>,
-    /// What the policy decided (differs from the target in advisory mode).
-    pub desired_replicas: Family<ScaledObjectLabels, FloatGauge>,
-    /// Pods whose latest scrape succeeded.
-    pub ready_replicas: Family<ScaledObjectLabels, FloatGauge>,
-    /// Configured minimum.
-    pub min_replicas: Family<ScaledObjectLabels, FloatGauge>,
-    /// Configured maximum.
-    pub max_replicas: Family<ScaledObjectLabels, FloatGauge>,
-    /// Requests waiting across healthy pods.
-    pub queue_depth: Family<ScaledObjectLabels, FloatGauge>,
-    /// Requests running across healthy pods.
-    pub running_requests: Family<ScaledObjectLabels, FloatGauge>,
-    /// P95 end-to-end latency over the window (NaN when undefined).
-    pub e2e_latency_p95_seconds: Family<ScaledObjectLabels, FloatGauge>,
-    /// P95 time to first token (NaN when undefined).
-    pub ttft_p95_seconds: Family<ScaledObjectLabels, FloatGauge>,
-    /// P95 inter-token latency (NaN when undefined).
-    pub itl_p95_seconds: Family<ScaledObjectLabels, FloatGauge>,
-    /// Largest KV-cache usage across pods.
-    pub kv_cache_usage_max: Family<ScaledObjectLabels, FloatGauge>,
-    /// Preemptions per second across pods.
-    pub preemptions_per_second: Family<ScaledObjectLabels, FloatGauge>,
+    /// One family per entry of [`SCALEDOBJECT_GAUGES`], in its order.
+    gauges: [Family<ScaledObjectLabels, FloatGauge>; SCALEDOBJECT_GAUGES.len()],
     /// Decisions by reason.
     pub decisions: Family<ReasonLabels, Counter>,
     /// Scrapes by result.
@@ -140,8 +220,6 @@ pub struct Metrics {
     pub unavailable: Family<ScaledObjectLabels, Counter>,
     /// Targets by health.
     pub targets: Family<HealthLabels, Gauge>,
-    /// Unix time of the last cycle with at least one healthy target.
-    pub last_success_timestamp_seconds: Family<ScaledObjectLabels, FloatGauge>,
     /// Wall time of one cycle's scrape of all targets.
     pub scrape_duration_seconds: Family<ScaledObjectLabels, Histogram, HistogramConstructor>,
     /// RPC handling time by method.
@@ -175,23 +253,11 @@ impl Metrics {
         let mut registry = Registry::with_prefix("vllm_keda_scaler");
         let m = Self {
             registry: Registry::default(),
-            target_replicas: Family::default(),
-            desired_replicas: Family::default(),
-            ready_replicas: Family::default(),
-            min_replicas: Family::default(),
-            max_replicas: Family::default(),
-            queue_depth: Family::default(),
-            running_requests: Family::default(),
-            e2e_latency_p95_seconds: Family::default(),
-            ttft_p95_seconds: Family::default(),
-            itl_p95_seconds: Family::default(),
-            kv_cache_usage_max: Family::default(),
-            preemptions_per_second: Family::default(),
+            gauges: std::array::from_fn(|_| Family::default()),
             decisions: Family::default(),
             scrapes: Family::default(),
             unavailable: Family::default(),
             targets: Family::default(),
-            last_success_timestamp_seconds: Family::default(),
             scrape_duration_seconds: Family::new_with_constructor(scrape_histogram),
             rpc_duration_seconds: Family::new_with_constructor(rpc_histogram),
             scaledobjects: Gauge::default(),
@@ -199,66 +265,9 @@ impl Metrics {
             tls_reloads: Family::default(),
         };
         let r = &mut registry;
-        r.register(
-            "target_replicas",
-            "Replica target returned to KEDA",
-            m.target_replicas.clone(),
-        );
-        r.register(
-            "desired_replicas",
-            "Replicas the policy decided (differs from the target in advisory mode)",
-            m.desired_replicas.clone(),
-        );
-        r.register(
-            "ready_replicas",
-            "Pods whose latest scrape succeeded",
-            m.ready_replicas.clone(),
-        );
-        r.register(
-            "min_replicas",
-            "Configured minimum replicas",
-            m.min_replicas.clone(),
-        );
-        r.register(
-            "max_replicas",
-            "Configured maximum replicas",
-            m.max_replicas.clone(),
-        );
-        r.register(
-            "queue_depth",
-            "Requests waiting across healthy pods",
-            m.queue_depth.clone(),
-        );
-        r.register(
-            "running_requests",
-            "Requests running across healthy pods",
-            m.running_requests.clone(),
-        );
-        r.register(
-            "e2e_latency_p95_seconds",
-            "P95 end-to-end request latency over the window (NaN when no request finished)",
-            m.e2e_latency_p95_seconds.clone(),
-        );
-        r.register(
-            "ttft_p95_seconds",
-            "P95 time to first token over the window (NaN when undefined)",
-            m.ttft_p95_seconds.clone(),
-        );
-        r.register(
-            "itl_p95_seconds",
-            "P95 inter-token latency over the window (NaN when undefined)",
-            m.itl_p95_seconds.clone(),
-        );
-        r.register(
-            "kv_cache_usage_max",
-            "Largest KV-cache usage (0..1) across healthy pods",
-            m.kv_cache_usage_max.clone(),
-        );
-        r.register(
-            "preemptions_per_second",
-            "Preemptions per second across healthy pods",
-            m.preemptions_per_second.clone(),
-        );
+        for (gauge, family) in SCALEDOBJECT_GAUGES.iter().zip(&m.gauges) {
+            r.register(gauge.name, gauge.help, family.clone());
+        }
         r.register(
             "decisions",
             "Policy decisions by reason",
@@ -271,11 +280,6 @@ impl Metrics {
             m.unavailable.clone(),
         );
         r.register("targets", "Scrape targets by health", m.targets.clone());
-        r.register(
-            "last_success_timestamp_seconds",
-            "Unix time of the last cycle with at least one healthy target",
-            m.last_success_timestamp_seconds.clone(),
-        );
         r.register(
             "scrape_duration_seconds",
             "Wall time of one cycle's scrape of all targets",
@@ -304,6 +308,37 @@ impl Metrics {
         Self { registry, ..m }
     }
 
+    /// The family of the per-ScaledObject gauge named `name` (see [`SCALEDOBJECT_GAUGES`]).
+    pub fn scaledobject_gauge(
+        &self,
+        name: &str,
+    ) -> Option<&Family<ScaledObjectLabels, FloatGauge>> {
+        SCALEDOBJECT_GAUGES
+            .iter()
+            .position(|gauge| gauge.name == name)
+            .map(|i| &self.gauges[i])
+    }
+
+    /// Sets the gauges read from a ScaledObject's configuration (its loop started).
+    pub fn start_scaledobject(&self, labels: &ScaledObjectLabels, config: &ScalerConfig) {
+        for (gauge, family) in SCALEDOBJECT_GAUGES.iter().zip(&self.gauges) {
+            if let GaugeSource::Config(read) = gauge.source {
+                family.get_or_create(labels).set(read(config));
+            }
+        }
+    }
+
+    /// Sets the gauges read from one cycle of a ScaledObject's loop.
+    pub fn record_cycle(&self, labels: &ScaledObjectLabels, reading: &CycleReading<'_>) {
+        for (gauge, family) in SCALEDOBJECT_GAUGES.iter().zip(&self.gauges) {
+            if let GaugeSource::Cycle(read) = gauge.source {
+                if let Some(value) = read(reading) {
+                    family.get_or_create(labels).set(value);
+                }
+            }
+        }
+    }
+
     /// The registry, in OpenMetrics text.
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(16 * 1024);
@@ -318,21 +353,7 @@ impl Metrics {
         labels: &ScaledObjectLabels,
         reasons: impl IntoIterator<Item = &'a str>,
     ) {
-        for family in [
-            &self.target_replicas,
-            &self.desired_replicas,
-            &self.ready_replicas,
-            &self.min_replicas,
-            &self.max_replicas,
-            &self.queue_depth,
-            &self.running_requests,
-            &self.e2e_latency_p95_seconds,
-            &self.ttft_p95_seconds,
-            &self.itl_p95_seconds,
-            &self.kv_cache_usage_max,
-            &self.preemptions_per_second,
-            &self.last_success_timestamp_seconds,
-        ] {
+        for family in &self.gauges {
             family.remove(labels);
         }
         self.unavailable.remove(labels);
@@ -344,14 +365,14 @@ impl Metrics {
                 reason: reason.to_owned(),
             });
         }
-        for result in SCRAPE_RESULTS {
+        for result in RESULT_LABELS {
             self.scrapes.remove(&ResultLabels {
                 namespace: labels.namespace.clone(),
                 scaledobject: labels.scaledobject.clone(),
                 result: result.to_owned(),
             });
         }
-        for health in ["healthy", "failing"] {
+        for health in TARGET_HEALTH {
             self.targets.remove(&HealthLabels {
                 namespace: labels.namespace.clone(),
                 scaledobject: labels.scaledobject.clone(),
@@ -364,6 +385,187 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
+    use std::time::Duration;
+    use vllm_keda_core::{Scaler, ScrapeRound};
+
+    fn labels() -> ScaledObjectLabels {
+        ScaledObjectLabels {
+            namespace: "ns".into(),
+            scaledobject: "llm".into(),
+        }
+    }
+
+    fn config() -> ScalerConfig {
+        let metadata: HashMap<String, String> = [
+            ("endpoints", "http://a/metrics"),
+            ("minReplicas", "2"),
+            ("maxReplicas", "7"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        ScalerConfig::from_metadata(&metadata).unwrap()
+    }
+
+    fn value(m: &Metrics, name: &str) -> Option<f64> {
+        let text = m.encode();
+        let prefix = format!("vllm_keda_scaler_{name}{{namespace=\"ns\",scaledobject=\"llm\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .map(|v| v.parse().unwrap())
+    }
+
+    #[test]
+    fn gauge_names_are_distinct_and_each_has_its_family() {
+        let m = Metrics::new();
+        for (i, gauge) in SCALEDOBJECT_GAUGES.iter().enumerate() {
+            assert!(
+                SCALEDOBJECT_GAUGES[..i]
+                    .iter()
+                    .all(|g| g.name != gauge.name),
+                "{} twice",
+                gauge.name
+            );
+            assert!(m.scaledobject_gauge(gauge.name).is_some(), "{}", gauge.name);
+        }
+        assert!(m.scaledobject_gauge("no_such_gauge").is_none());
+    }
+
+    #[test]
+    fn the_configuration_and_each_cycle_set_their_gauges() {
+        let m = Metrics::new();
+        let config = config();
+        m.start_scaledobject(&labels(), &config);
+        assert_eq!(value(&m, "min_replicas"), Some(2.0));
+        assert_eq!(value(&m, "max_replicas"), Some(7.0));
+        assert_eq!(value(&m, "target_replicas"), None);
+
+        let step = Scaler::new(&config).step(Duration::ZERO, ScrapeRound::<()>::default());
+        let reading = |last_healthy_unix_seconds| CycleReading {
+            signals: &step.signals,
+            decision: &step.decision,
+            last_healthy_unix_seconds,
+        };
+        m.record_cycle(&labels(), &reading(None));
+        assert_eq!(
+            value(&m, "target_replicas"),
+            Some(f64::from(step.decision.target_replicas))
+        );
+        assert_eq!(
+            value(&m, "desired_replicas"),
+            Some(f64::from(step.decision.desired_replicas))
+        );
+        assert_eq!(value(&m, "ready_replicas"), Some(0.0));
+        assert_eq!(value(&m, "queue_depth"), Some(0.0));
+        // No request finished: the quantiles are undefined, exposed as NaN.
+        assert!(value(&m, "e2e_latency_p95_seconds").unwrap().is_nan());
+        assert!(value(&m, "ttft_p95_seconds").unwrap().is_nan());
+        // Without a healthy cycle yet, the timestamp is not exposed at all.
+        assert_eq!(value(&m, "last_success_timestamp_seconds"), None);
+
+        m.record_cycle(&labels(), &reading(Some(1_700_000_000.5)));
+        assert_eq!(
+            value(&m, "last_success_timestamp_seconds"),
+            Some(1_700_000_000.5)
+        );
+        // A later cycle without a healthy target leaves the last timestamp.
+        m.record_cycle(&labels(), &reading(None));
+        assert_eq!(
+            value(&m, "last_success_timestamp_seconds"),
+            Some(1_700_000_000.5)
+        );
+        assert_eq!(value(&m, "min_replicas"), Some(2.0));
+
+        m.remove_scaledobject(&labels(), []);
+        for gauge in &SCALEDOBJECT_GAUGES {
+            assert_eq!(value(&m, gauge.name), None, "{}", gauge.name);
+        }
+    }
+
+    #[test]
+    fn every_family_keeps_its_contract_name_and_help() {
+        let m = Metrics::new();
+        let so = labels();
+        m.start_scaledobject(&so, &config());
+        let step = Scaler::new(&config()).step(Duration::ZERO, ScrapeRound::<()>::default());
+        m.record_cycle(
+            &so,
+            &CycleReading {
+                signals: &step.signals,
+                decision: &step.decision,
+                last_healthy_unix_seconds: Some(1.0),
+            },
+        );
+        m.decisions
+            .get_or_create(&ReasonLabels {
+                namespace: "ns".into(),
+                scaledobject: "llm".into(),
+                reason: "hold".into(),
+            })
+            .inc();
+        m.scrapes
+            .get_or_create(&ResultLabels {
+                namespace: "ns".into(),
+                scaledobject: "llm".into(),
+                result: "ok".into(),
+            })
+            .inc();
+        m.unavailable.get_or_create(&so).inc();
+        m.targets
+            .get_or_create(&HealthLabels {
+                namespace: "ns".into(),
+                scaledobject: "llm".into(),
+                health: "healthy".into(),
+            })
+            .set(1);
+        m.scrape_duration_seconds.get_or_create(&so).observe(0.01);
+        m.rpc_duration_seconds
+            .get_or_create(&MethodLabels {
+                method: "GetMetrics".into(),
+            })
+            .observe(0.001);
+        Metrics::count_tls(&m.tls_handshakes, "ok");
+        Metrics::count_tls(&m.tls_reloads, "ok");
+        let text = m.encode();
+        let mut help: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP ")).collect();
+        help.sort_unstable();
+        let mut expected = vec![
+            "# HELP vllm_keda_scaler_target_replicas Replica target returned to KEDA.",
+            "# HELP vllm_keda_scaler_desired_replicas Replicas the policy decided (differs from the target in advisory mode).",
+            "# HELP vllm_keda_scaler_ready_replicas Pods whose latest scrape succeeded.",
+            "# HELP vllm_keda_scaler_min_replicas Configured minimum replicas.",
+            "# HELP vllm_keda_scaler_max_replicas Configured maximum replicas.",
+            "# HELP vllm_keda_scaler_queue_depth Requests waiting across healthy pods.",
+            "# HELP vllm_keda_scaler_running_requests Requests running across healthy pods.",
+            "# HELP vllm_keda_scaler_e2e_latency_p95_seconds P95 end-to-end request latency over the window (NaN when no request finished).",
+            "# HELP vllm_keda_scaler_ttft_p95_seconds P95 time to first token over the window (NaN when undefined).",
+            "# HELP vllm_keda_scaler_itl_p95_seconds P95 inter-token latency over the window (NaN when undefined).",
+            "# HELP vllm_keda_scaler_kv_cache_usage_max Largest KV-cache usage (0..1) across healthy pods.",
+            "# HELP vllm_keda_scaler_preemptions_per_second Preemptions per second across healthy pods.",
+            "# HELP vllm_keda_scaler_decisions Policy decisions by reason.",
+            "# HELP vllm_keda_scaler_scrapes Target scrapes by result.",
+            "# HELP vllm_keda_scaler_unavailable GetMetrics or IsActive calls answered Unavailable.",
+            "# HELP vllm_keda_scaler_targets Scrape targets by health.",
+            "# HELP vllm_keda_scaler_last_success_timestamp_seconds Unix time of the last cycle with at least one healthy target.",
+            "# HELP vllm_keda_scaler_scrape_duration_seconds Wall time of one cycle's scrape of all targets.",
+            "# HELP vllm_keda_scaler_rpc_duration_seconds gRPC handling time by method.",
+            "# HELP vllm_keda_scaler_scaledobjects ScaledObjects with a running loop.",
+            "# HELP vllm_keda_scaler_tls_handshakes TLS handshakes on the gRPC port by result (ok, failed, timed_out).",
+            "# HELP vllm_keda_scaler_tls_reloads Reloads of changed TLS certificate files by result (ok, failed).",
+        ];
+        expected.sort_unstable();
+        assert_eq!(help, expected);
+        for gauge in &SCALEDOBJECT_GAUGES {
+            let series = format!(
+                "vllm_keda_scaler_{}{{namespace=\"ns\",scaledobject=\"llm\"}} ",
+                gauge.name
+            );
+            assert!(text.contains(&series), "missing {series:?} in:\n{text}");
+            let kind = format!("# TYPE vllm_keda_scaler_{} gauge", gauge.name);
+            assert!(text.contains(&kind), "missing {kind:?}");
+        }
+    }
 
     #[test]
     fn exposes_the_contract_names_and_removes_a_scaledobject() {
@@ -372,7 +574,10 @@ mod tests {
             namespace: "ns".into(),
             scaledobject: "llm".into(),
         };
-        m.target_replicas.get_or_create(&so).set(3.0);
+        m.scaledobject_gauge("target_replicas")
+            .unwrap()
+            .get_or_create(&so)
+            .set(3.0);
         m.decisions
             .get_or_create(&ReasonLabels {
                 namespace: "ns".into(),

@@ -12,8 +12,11 @@ use tokio::time::{Instant, MissedTickBehavior};
 use super::status::{Status, TargetHealth, reason_label};
 use super::{Deregister, ScaledObject};
 use crate::discovery::{self, HostsFileResolver, Resolver, SystemResolver};
-use crate::scrape::{ScrapeError, ScrapeOutcome, ScrapeSettings, Scraper};
-use crate::telemetry::{HealthLabels, Metrics, ReasonLabels, ResultLabels, ScaledObjectLabels};
+use crate::scrape::{ScrapeError, ScrapeOutcome, ScrapeResult, ScrapeSettings, Scraper};
+use crate::telemetry::{
+    CycleReading, HealthLabels, Metrics, ReasonLabels, ResultLabels, ScaledObjectLabels,
+    TARGET_HEALTH,
+};
 use vllm_keda_core::Scaler;
 use vllm_keda_core::policy::Decision;
 use vllm_keda_core::scaler::{ScrapeRound, Step, TargetFailure};
@@ -174,14 +177,7 @@ impl Cycle {
             namespace: so.key.namespace.clone(),
             scaledobject: so.key.name.clone(),
         };
-        metrics
-            .min_replicas
-            .get_or_create(&labels)
-            .set(f64::from(config.policy.min_replicas));
-        metrics
-            .max_replicas
-            .get_or_create(&labels)
-            .set(f64::from(config.policy.max_replicas));
+        metrics.start_scaledobject(&labels, config);
         Self {
             labels,
             metrics,
@@ -302,7 +298,7 @@ impl Cycle {
         unix: f64,
     ) -> TargetHealth {
         let result = match error {
-            None => "ok",
+            None => ScrapeResult::Ok.label(),
             Some(error) => error.result_label(),
         };
         self.metrics
@@ -372,41 +368,15 @@ impl Cycle {
     ) {
         let m = &self.metrics;
         let l = &self.labels;
-        let opt = |v: Option<f64>| v.unwrap_or(f64::NAN);
-        m.target_replicas
-            .get_or_create(l)
-            .set(f64::from(decision.target_replicas));
-        m.desired_replicas
-            .get_or_create(l)
-            .set(f64::from(decision.desired_replicas));
-        m.ready_replicas
-            .get_or_create(l)
-            .set(signals.pods_healthy as f64);
-        m.queue_depth
-            .get_or_create(l)
-            .set(signals.fleet.queue_depth);
-        m.running_requests
-            .get_or_create(l)
-            .set(signals.fleet.running);
-        m.e2e_latency_p95_seconds
-            .get_or_create(l)
-            .set(opt(signals.fleet.e2e_latency_seconds.p95));
-        m.ttft_p95_seconds
-            .get_or_create(l)
-            .set(opt(signals.fleet.ttft_seconds.p95));
-        m.itl_p95_seconds
-            .get_or_create(l)
-            .set(opt(signals.fleet.itl_seconds.p95));
-        m.kv_cache_usage_max
-            .get_or_create(l)
-            .set(opt(signals.fleet.kv_cache_usage.max));
-        m.preemptions_per_second
-            .get_or_create(l)
-            .set(opt(signals.fleet.preemptions_per_second));
-        if let Some(unix) = self.status.last_healthy_unix_seconds {
-            m.last_success_timestamp_seconds.get_or_create(l).set(unix);
-        }
-        for (health, n) in [("healthy", healthy), ("failing", total - healthy)] {
+        m.record_cycle(
+            l,
+            &CycleReading {
+                signals,
+                decision,
+                last_healthy_unix_seconds: self.status.last_healthy_unix_seconds,
+            },
+        );
+        for (health, n) in TARGET_HEALTH.into_iter().zip([healthy, total - healthy]) {
             m.targets
                 .get_or_create(&HealthLabels {
                     namespace: l.namespace.clone(),

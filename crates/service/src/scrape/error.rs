@@ -4,17 +4,63 @@
 
 use std::time::Duration;
 
+/// The `result` label of one scrape: `ok`, or which way it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScrapeResult {
+    /// Fetched (and, for callers that parse, parsed).
+    Ok,
+    /// [`ScrapeError::Timeout`].
+    Timeout,
+    /// [`ScrapeError::InvalidTarget`], [`ScrapeError::Connect`] or [`ScrapeError::Transport`].
+    ConnectError,
+    /// [`ScrapeError::HttpStatus`].
+    HttpStatus,
+    /// [`ScrapeError::TooLarge`].
+    TooLarge,
+    /// [`ScrapeError::Decode`].
+    DecodeError,
+    /// [`ScrapeError::Parse`].
+    ParseError,
+}
+
+impl ScrapeResult {
+    /// Every result, `ok` first.
+    pub const ALL: [Self; 7] = [
+        Self::Ok,
+        Self::Timeout,
+        Self::ConnectError,
+        Self::HttpStatus,
+        Self::TooLarge,
+        Self::DecodeError,
+        Self::ParseError,
+    ];
+
+    /// The label value.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Timeout => "timeout",
+            Self::ConnectError => "connect_error",
+            Self::HttpStatus => "http_status",
+            Self::TooLarge => "too_large",
+            Self::DecodeError => "decode_error",
+            Self::ParseError => "parse_error",
+        }
+    }
+}
+
 /// Every value [`ScrapeError::result_label`] and [`super::ScrapeOutcome::result_label`] can
-/// return, `ok` first, for pre-registering the `result` label of a scrape counter.
-pub const RESULT_LABELS: [&str; 7] = [
-    "ok",
-    "timeout",
-    "connect_error",
-    "http_status",
-    "too_large",
-    "decode_error",
-    "parse_error",
-];
+/// return ([`ScrapeResult::ALL`]'s labels), `ok` first, for pre-registering or removing the
+/// `result` label of a scrape counter.
+pub const RESULT_LABELS: [&str; ScrapeResult::ALL.len()] = {
+    let mut labels = [""; ScrapeResult::ALL.len()];
+    let mut i = 0;
+    while i < labels.len() {
+        labels[i] = ScrapeResult::ALL[i].label();
+        i += 1;
+    }
+    labels
+};
 
 /// Why a scrape failed. A failed target is "unknown", never "zero load": callers drop it from
 /// the healthy set rather than reading anything into it.
@@ -101,20 +147,25 @@ pub enum ScrapeError {
 }
 
 impl ScrapeError {
-    /// The `result` label of `vllm_keda_scaler_scrapes_total` for this failure: one of
-    /// `timeout`, `connect_error`, `http_status`, `too_large`, `decode_error`, `parse_error`
-    /// (bad targets and broken connections count as `connect_error`).
-    pub fn result_label(&self) -> &'static str {
+    /// How this failure counts in `vllm_keda_scaler_scrapes_total` (bad targets and broken
+    /// connections count as `connect_error`; never [`ScrapeResult::Ok`]).
+    pub fn result(&self) -> ScrapeResult {
         match self {
-            Self::Timeout { .. } => "timeout",
+            Self::Timeout { .. } => ScrapeResult::Timeout,
             Self::InvalidTarget { .. } | Self::Connect { .. } | Self::Transport { .. } => {
-                "connect_error"
+                ScrapeResult::ConnectError
             }
-            Self::HttpStatus { .. } => "http_status",
-            Self::TooLarge { .. } => "too_large",
-            Self::Decode { .. } => "decode_error",
-            Self::Parse { .. } => "parse_error",
+            Self::HttpStatus { .. } => ScrapeResult::HttpStatus,
+            Self::TooLarge { .. } => ScrapeResult::TooLarge,
+            Self::Decode { .. } => ScrapeResult::DecodeError,
+            Self::Parse { .. } => ScrapeResult::ParseError,
         }
+    }
+
+    /// The `result` label of `vllm_keda_scaler_scrapes_total` for this failure:
+    /// [`ScrapeError::result`]'s label.
+    pub fn result_label(&self) -> &'static str {
+        self.result().label()
     }
 
     /// The target this error is about.
@@ -200,6 +251,36 @@ mod tests {
             assert!(text.contains(&url), "{text}");
             assert!(text.starts_with("scraping "), "{text}");
         }
+    }
+
+    #[test]
+    fn every_result_is_listed_once_in_order() {
+        // Exhaustive: a new result fails to compile here until it has its place in `ALL`.
+        let position = |r: ScrapeResult| match r {
+            ScrapeResult::Ok => 0,
+            ScrapeResult::Timeout => 1,
+            ScrapeResult::ConnectError => 2,
+            ScrapeResult::HttpStatus => 3,
+            ScrapeResult::TooLarge => 4,
+            ScrapeResult::DecodeError => 5,
+            ScrapeResult::ParseError => 6,
+        };
+        for (i, result) in ScrapeResult::ALL.into_iter().enumerate() {
+            assert_eq!(position(result), i, "{result:?}");
+            assert_eq!(RESULT_LABELS[i], result.label());
+        }
+        assert_eq!(
+            RESULT_LABELS,
+            [
+                "ok",
+                "timeout",
+                "connect_error",
+                "http_status",
+                "too_large",
+                "decode_error",
+                "parse_error"
+            ]
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@
 
 mod error;
 
-pub use error::{RESULT_LABELS, ScrapeError};
+pub use error::{RESULT_LABELS, ScrapeError, ScrapeResult};
 
 use std::error::Error as _;
 use std::time::Duration;
@@ -59,7 +59,7 @@ impl ScrapeOutcome {
     /// `ok`, or the error's [`ScrapeError::result_label`].
     pub fn result_label(&self) -> &'static str {
         match &self.result {
-            Ok(_) => "ok",
+            Ok(_) => ScrapeResult::Ok.label(),
             Err(e) => e.result_label(),
         }
     }
