@@ -16,7 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use crate::control::{Controller, ScaledObject};
+use crate::control::{LoopRegistry, ScaledObject};
 use crate::proto::external_scaler_server::{ExternalScaler, ExternalScalerServer};
 use crate::proto::{
     GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
@@ -47,34 +47,58 @@ type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 /// The gRPC service.
 #[derive(Debug, Clone)]
 pub struct ScalerService {
-    controller: Controller,
+    loops: LoopRegistry,
     heartbeat: Duration,
     shutdown: CancellationToken,
-    timers: Arc<[Histogram; 5]>,
+    timers: Arc<[Histogram; Method::ALL.len()]>,
 }
 
-const METHODS: [&str; 5] = [
-    "IsActive",
-    "StreamIsActive",
-    "GetMetricSpec",
-    "GetMetrics",
-    "StreamMetricSpec",
-];
+/// The RPCs, as the `method` label of `vllm_keda_scaler_rpc_duration_seconds` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    IsActive,
+    StreamIsActive,
+    GetMetricSpec,
+    GetMetrics,
+    StreamMetricSpec,
+}
+
+impl Method {
+    /// Every method, each at its own index (`method as usize`).
+    const ALL: [Self; 5] = [
+        Self::IsActive,
+        Self::StreamIsActive,
+        Self::GetMetricSpec,
+        Self::GetMetrics,
+        Self::StreamMetricSpec,
+    ];
+
+    /// The gRPC method name.
+    fn name(self) -> &'static str {
+        match self {
+            Self::IsActive => "IsActive",
+            Self::StreamIsActive => "StreamIsActive",
+            Self::GetMetricSpec => "GetMetricSpec",
+            Self::GetMetrics => "GetMetrics",
+            Self::StreamMetricSpec => "StreamMetricSpec",
+        }
+    }
+}
 
 impl ScalerService {
-    /// A service answering from `controller`; streams send a `true` heartbeat every `heartbeat`
+    /// A service answering from `loops`; streams send a `true` heartbeat every `heartbeat`
     /// while active and end when `shutdown` is cancelled.
-    pub fn new(controller: Controller, heartbeat: Duration, shutdown: CancellationToken) -> Self {
-        let metrics = controller.metrics().clone();
-        let timers = METHODS.map(|method| {
+    pub fn new(loops: LoopRegistry, heartbeat: Duration, shutdown: CancellationToken) -> Self {
+        let metrics = loops.metrics().clone();
+        let timers = Method::ALL.map(|method| {
             metrics
                 .rpc_duration_seconds
                 .get_or_create_owned(&MethodLabels {
-                    method: method.to_owned(),
+                    method: method.name().to_owned(),
                 })
         });
         Self {
-            controller,
+            loops,
             heartbeat: heartbeat.max(Duration::from_millis(100)),
             shutdown,
             timers: Arc::new(timers),
@@ -87,20 +111,20 @@ impl ScalerService {
     }
 
     fn lookup(&self, r: &ScaledObjectRef) -> Result<Arc<ScaledObject>, Status> {
-        self.controller
+        self.loops
             .get_or_start(&r.namespace, &r.name, &r.scaler_metadata)
             .map_err(|e| {
                 Status::invalid_argument(format!("scaledobject {}/{}: {e}", r.namespace, r.name))
             })
     }
 
-    fn observe(&self, method: usize, started: Instant) {
-        self.timers[method].observe(started.elapsed().as_secs_f64());
+    fn observe(&self, method: Method, started: Instant) {
+        self.timers[method as usize].observe(started.elapsed().as_secs_f64());
     }
 
     async fn answer(&self, so: &ScaledObject) -> Result<(u32, bool), Status> {
         so.answer().await.map_err(|e| {
-            self.controller
+            self.loops
                 .metrics()
                 .unavailable
                 .get_or_create(&ScaledObjectLabels {
@@ -122,7 +146,7 @@ impl ExternalScaler for ScalerService {
         let started = Instant::now();
         let so = self.lookup(request.get_ref())?;
         let result = self.answer(&so).await;
-        self.observe(0, started);
+        self.observe(Method::IsActive, started);
         let (_, active) = result?;
         Ok(Response::new(IsActiveResponse { result: active }))
     }
@@ -137,7 +161,7 @@ impl ExternalScaler for ScalerService {
         let so = self.lookup(request.get_ref())?;
         let (tx, rx) = mpsc::channel(4);
         tokio::spawn(push_activity(so, tx, self.heartbeat, self.shutdown.clone()));
-        self.observe(1, started);
+        self.observe(Method::StreamIsActive, started);
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -147,7 +171,7 @@ impl ExternalScaler for ScalerService {
     ) -> Result<Response<GetMetricSpecResponse>, Status> {
         let started = Instant::now();
         let result = self.lookup(request.get_ref());
-        self.observe(2, started);
+        self.observe(Method::GetMetricSpec, started);
         result?;
         Ok(Response::new(metric_spec()))
     }
@@ -165,7 +189,7 @@ impl ExternalScaler for ScalerService {
         };
         let so = self.lookup(so_ref)?;
         let result = self.answer(&so).await;
-        self.observe(3, started);
+        self.observe(Method::GetMetrics, started);
         let (target, _) = result?;
         // Always one value, under the name asked for (KEDA ignores the name but needs a value).
         let metric_name = if request.metric_name.is_empty() {
@@ -202,7 +226,7 @@ impl ExternalScaler for ScalerService {
                 _ = shutdown.cancelled() => {}
             }
         });
-        self.observe(4, started);
+        self.observe(Method::StreamMetricSpec, started);
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }
@@ -251,5 +275,28 @@ async fn push_activity(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_method_times_into_its_own_histogram_under_its_grpc_name() {
+        for (i, method) in Method::ALL.into_iter().enumerate() {
+            assert_eq!(method as usize, i, "{method:?}");
+        }
+        let names: Vec<&str> = Method::ALL.map(Method::name).to_vec();
+        assert_eq!(
+            names,
+            [
+                "IsActive",
+                "StreamIsActive",
+                "GetMetricSpec",
+                "GetMetrics",
+                "StreamMetricSpec"
+            ]
+        );
     }
 }

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
-use crate::control::{Controller, DecisionRecord, ScaledObject, TargetHealth};
+use crate::control::{DecisionRecord, LoopRegistry, ScaledObject, TargetHealth};
 use vllm_keda_core::config::{ScalerConfig, TargetSource};
 use vllm_keda_core::signals::FleetSignals;
 
@@ -23,7 +23,7 @@ use vllm_keda_core::signals::FleetSignals;
 #[derive(Debug, Clone)]
 pub struct AdminState {
     /// The loop registry.
-    pub controller: Controller,
+    pub loops: LoopRegistry,
     /// Set once both listeners serve; cleared when shutdown starts.
     pub ready: Arc<AtomicBool>,
 }
@@ -52,7 +52,7 @@ async fn readyz(State(state): State<AdminState>) -> Response {
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
-    let body = state.controller.metrics().encode();
+    let body = state.loops.metrics().encode();
     (
         [(
             header::CONTENT_TYPE,
@@ -155,12 +155,7 @@ fn summary(so: &ScaledObject) -> Summary {
 }
 
 async fn list(State(state): State<AdminState>) -> Json<serde_json::Value> {
-    let rows: Vec<Summary> = state
-        .controller
-        .list()
-        .iter()
-        .map(|so| summary(so))
-        .collect();
+    let rows: Vec<Summary> = state.loops.list().iter().map(|so| summary(so)).collect();
     Json(serde_json::json!({ "scaledobjects": rows }))
 }
 
@@ -168,7 +163,7 @@ async fn detail(
     State(state): State<AdminState>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
-    let Some(so) = state.controller.find(&namespace, &name) else {
+    let Some(so) = state.loops.find(&namespace, &name) else {
         let message = format!(
             "no scaledobject {namespace}/{name} is being served: KEDA has not asked about it \
              (or stopped asking); see /debug/scaledobjects for the ones that are"

@@ -5,7 +5,7 @@
 //! [`crate::http`] together, signals and the drain. Does not own: any RPC or route logic.
 //!
 //! In-process use (tests, `demo`): bind two `TcpListener`s, call [`start`], read decisions
-//! through [`Server::controller`], and stop with [`Server::shutdown`].
+//! through [`Server::loops`], and stop with [`Server::shutdown`].
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::control::{ControlOptions, Controller};
+use crate::control::{ControlOptions, LoopRegistry};
 use crate::grpc::ScalerService;
 use crate::http::AdminState;
 use crate::proto::external_scaler_server::ExternalScalerServer;
@@ -54,7 +54,7 @@ impl Default for ServeOptions {
 pub struct Server {
     grpc_addr: SocketAddr,
     http_addr: SocketAddr,
-    controller: Controller,
+    loops: LoopRegistry,
     shutdown: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
 }
@@ -70,10 +70,10 @@ impl Server {
         self.http_addr
     }
 
-    /// The loop registry: `controller().find(namespace, name)?.latest()` is the latest
+    /// The loop registry: `loops().find(namespace, name)?.latest()` is the latest
     /// published state of a ScaledObject (its decision, signals and targets).
-    pub fn controller(&self) -> &Controller {
-        &self.controller
+    pub fn loops(&self) -> &LoopRegistry {
+        &self.loops
     }
 
     /// The token that stops the server when cancelled.
@@ -114,18 +114,14 @@ pub async fn start(
         None => None,
     };
     let shutdown = CancellationToken::new();
-    let controller = Controller::new(metrics, options.control.clone(), shutdown.child_token());
+    let loops = LoopRegistry::new(metrics, options.control.clone(), shutdown.child_token());
     let ready = Arc::new(AtomicBool::new(false));
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<ExternalScalerServer<ScalerService>>()
         .await;
-    let scaler = ScalerService::new(
-        controller.clone(),
-        options.stream_heartbeat,
-        shutdown.clone(),
-    );
+    let scaler = ScalerService::new(loops.clone(), options.stream_heartbeat, shutdown.clone());
     let router = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(scaler.into_server());
@@ -142,7 +138,7 @@ pub async fn start(
             )),
         };
     let admin = crate::http::router(AdminState {
-        controller: controller.clone(),
+        loops: loops.clone(),
         ready: ready.clone(),
     });
     let http_server =
@@ -159,7 +155,7 @@ pub async fn start(
         "serving"
     );
 
-    let drain_controller = controller.clone();
+    let drain_loops = loops.clone();
     let token = shutdown.clone();
     let grace = options.shutdown_grace;
     let task = tokio::spawn(async move {
@@ -194,7 +190,7 @@ pub async fn start(
             if !http_done {
                 let _ = (&mut http_task).await;
             }
-            drain_controller.shutdown().await;
+            drain_loops.shutdown().await;
         };
         if tokio::time::timeout(grace, drain).await.is_err() {
             tracing::warn!(
@@ -214,7 +210,7 @@ pub async fn start(
     Ok(Server {
         grpc_addr,
         http_addr,
-        controller,
+        loops,
         shutdown,
         task,
     })

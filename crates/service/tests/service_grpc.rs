@@ -129,10 +129,7 @@ async fn spec_metrics_and_activity_answer_from_the_loop() {
         assert!(active.result);
 
         // The loop keeps the answer fresh: latest() agrees with GetMetrics.
-        let so = server
-            .controller()
-            .find("llm", "chat")
-            .expect("loop running");
+        let so = server.loops().find("llm", "chat").expect("loop running");
         let decision = so.latest().decision.clone().expect("a decision");
         assert!((1..=5).contains(&decision.target_replicas));
         drop(pod);
@@ -170,7 +167,7 @@ async fn bad_metadata_is_invalid_argument_naming_the_key() {
         let err = c.is_active(so_ref("typo", typo)).await.unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
         assert!(err.message().contains("maxReplica"), "{err:?}");
-        assert!(server.controller().find("llm", "bad").is_none());
+        assert!(server.loops().find("llm", "bad").is_none());
         server.shutdown().await.unwrap();
     })
     .await;
@@ -261,15 +258,15 @@ async fn changed_metadata_restarts_the_loop() {
         c.get_metric_spec(so_ref("moving", valid(&a.url)))
             .await
             .unwrap();
-        let first = server.controller().find("llm", "moving").unwrap();
+        let first = server.loops().find("llm", "moving").unwrap();
         c.get_metric_spec(so_ref("moving", valid(&b.url)))
             .await
             .unwrap();
-        let second = server.controller().find("llm", "moving").unwrap();
+        let second = server.loops().find("llm", "moving").unwrap();
         assert!(first.is_stopped());
         assert!(!second.is_stopped());
         assert_eq!(second.metadata["endpoints"], b.url);
-        assert_eq!(server.controller().list().len(), 1);
+        assert_eq!(server.loops().list().len(), 1);
         server.shutdown().await.unwrap();
     })
     .await;
@@ -362,12 +359,12 @@ async fn a_loop_stops_when_keda_stops_asking() {
         c.get_metric_spec(so_ref("idle", valid(&pod.url)))
             .await
             .unwrap();
-        let so = server.controller().find("llm", "idle").unwrap();
+        let so = server.loops().find("llm", "idle").unwrap();
         while !so.is_stopped() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(server.controller().find("llm", "idle").is_none());
-        assert!(server.controller().list().is_empty());
+        assert!(server.loops().find("llm", "idle").is_none());
+        assert!(server.loops().list().is_empty());
         let text = reqwest::get(format!("http://{}/metrics", server.http_addr()))
             .await
             .unwrap()
@@ -398,7 +395,7 @@ async fn two_replicas_scrape_a_scaledobject_at_the_same_instants() {
 
     // When each replica's cycles 3 to 5 finished, read as they are published.
     let cycle_times = |server: &Server| {
-        let mut rx = server.controller().find("llm", "chat").unwrap().subscribe();
+        let mut rx = server.loops().find("llm", "chat").unwrap().subscribe();
         async move {
             let mut times = Vec::new();
             for n in 3..=5 {

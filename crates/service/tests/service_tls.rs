@@ -166,7 +166,7 @@ async fn mutual_tls_serves_keda_with_its_client_certificate_and_refuses_others()
 
     // The refusals are visible in the scaler's own metrics (a misconfigured KEDA shows there).
     let count = |result: &str| -> f64 {
-        let text = server.controller().metrics().encode();
+        let text = server.loops().metrics().encode();
         let series = format!("vllm_keda_scaler_tls_handshakes_total{{result=\"{result}\"}} ");
         text.lines()
             .find_map(|l| l.strip_prefix(&series))

@@ -396,7 +396,7 @@ async fn latency(a: &Args, setup: &Setup, pods: &Pods, base: &str, server: &Serv
     if let Some(e) = first_error {
         println!("  first error: {e}");
     }
-    let text = server.controller().metrics().encode();
+    let text = server.loops().metrics().encode();
     let (p50, p99) = (
         server_quantile(&text, "GetMetrics", 0.5),
         server_quantile(&text, "GetMetrics", 0.99),
@@ -444,7 +444,7 @@ async fn reaction(a: &Args, setup: &Setup, pods: &Pods, base: &str, server: &Ser
     );
     let mut tasks = tokio::task::JoinSet::new();
     for (n, (id, r)) in trials.into_iter().enumerate() {
-        let so = server.controller().find("bench", &r.name).unwrap();
+        let so = server.loops().find("bench", &r.name).unwrap();
         let pods = pods.clone();
         // Spread the steps over one interval so they land at every phase of the cycle.
         let offset = Duration::from_secs_f64(a.interval * (n as f64 + 0.5) / a.trials as f64);

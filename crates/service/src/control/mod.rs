@@ -81,7 +81,7 @@ impl Default for ControlOptions {
 
 /// The registry of per-ScaledObject loops. Cheap to clone (shared).
 #[derive(Debug, Clone)]
-pub struct Controller {
+pub struct LoopRegistry {
     inner: Arc<Inner>,
 }
 
@@ -113,7 +113,7 @@ pub struct ScaledObject {
     options: ControlOptions,
 }
 
-impl Controller {
+impl LoopRegistry {
     /// An empty registry; loops stop when `shutdown` is cancelled.
     pub fn new(
         metrics: Arc<Metrics>,
