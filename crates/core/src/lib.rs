@@ -21,6 +21,7 @@
 pub mod config;
 pub mod exposition;
 pub mod policy;
+pub mod rng;
 pub mod scaler;
 pub mod signals;
 

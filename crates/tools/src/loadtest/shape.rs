@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::trace::read_trace;
+/// The seeded generator sizes and gaps are drawn from.
+pub use vllm_keda_core::rng::SplitMix64;
 
 /// Where request sizes come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,34 +127,6 @@ pub enum Arrivals {
     Uniform,
     /// A Poisson process (exponential gaps): bursts like real traffic.
     Poisson,
-}
-
-/// A small deterministic generator (SplitMix64): repeatable runs without a dependency.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// Seeds it.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in [lo, hi].
-    pub fn between(&mut self, lo: u32, hi: u32) -> u32 {
-        let span = u64::from(hi - lo) + 1;
-        lo + (self.next_u64() % span) as u32
-    }
 }
 
 /// Draws request sizes from a shape.
