@@ -49,7 +49,7 @@ use serde::Serialize;
 
 pub use crate::config::Mode;
 use crate::signals::FleetSignals;
-pub use hpa::{hpa_would_act, smallest_acted_scale_up};
+pub use hpa::{hpa_would_act, smallest_acted_scale_up, within_hpa_tolerance};
 
 /// Policy settings (from scaler metadata, see [`crate::config`]). [`Default`] gives the
 /// documented defaults (the source guide's KEDA example).

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use vllm_keda_core::policy::within_hpa_tolerance;
+
 /// One scaling policy: at most `value` pods (or percent) per `period`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RatePolicy {
@@ -117,7 +119,8 @@ pub struct AverageValueMetric {
 }
 
 /// The replica count one `AverageValue` metric proposes: `ceil(value / target)`, unless the
-/// usage ratio `value / (target x current)` is within the tolerance band, then `current`.
+/// usage ratio `value / (target x current)` is within the tolerance band (the core's
+/// [`within_hpa_tolerance`], the band the policy plans its steps against), then `current`.
 pub fn average_value_proposal(
     metric: AverageValueMetric,
     current: u32,
@@ -131,7 +134,7 @@ pub fn average_value_proposal(
     };
     if current > 0 {
         let ratio = value / (metric.target * f64::from(current));
-        if ratio >= 1.0 - tolerance_down && ratio <= 1.0 + tolerance_up {
+        if within_hpa_tolerance(ratio, tolerance_down, tolerance_up) {
             return current;
         }
     }
