@@ -562,3 +562,81 @@ fn docs_tables_list_every_key_with_its_default_and_meaning() {
         }
     }
 }
+
+/// For each key: the metadata it is set beside and a valid value other than its default.
+fn non_default(key: &str) -> Option<(&'static [(&'static str, &'static str)], &'static str)> {
+    const ENDPOINTS: &[(&str, &str)] = &[("endpoints", "10.0.0.7:8000")];
+    const SERVICE: &[(&str, &str)] = &[("service", "vllm")];
+    Some(match key {
+        "endpoints" => (ENDPOINTS, "10.0.0.8:8000"),
+        "service" => (SERVICE, "vllm-other:8001"),
+        "port" => (SERVICE, "8080"),
+        "metricsPath" => (ENDPOINTS, "/vllm/metrics"),
+        "model" => (ENDPOINTS, "m"),
+        "queueDepthPerReplica" => (ENDPOINTS, "10"),
+        "latencySloSeconds" => (ENDPOINTS, "off"),
+        "ttftSloSeconds" => (ENDPOINTS, "1"),
+        "itlSloSeconds" => (ENDPOINTS, "0.1"),
+        "kvCacheWarning" => (ENDPOINTS, "0.5"),
+        "kvCacheCritical" => (ENDPOINTS, "0.9"),
+        "preemptionRateThreshold" => (ENDPOINTS, "1"),
+        "minReplicas" => (ENDPOINTS, "2"),
+        "maxReplicas" => (ENDPOINTS, "9"),
+        "scaleUpPods" => (ENDPOINTS, "1"),
+        "scaleUpPeriodSeconds" => (ENDPOINTS, "30"),
+        "scaleUpStabilizationSeconds" => (ENDPOINTS, "0"),
+        "scaleDownPods" => (ENDPOINTS, "2"),
+        "scaleDownPeriodSeconds" => (ENDPOINTS, "60"),
+        "scaleDownStabilizationSeconds" => (ENDPOINTS, "30"),
+        "startupGraceSeconds" => (ENDPOINTS, "60"),
+        "scrapeIntervalSeconds" => (ENDPOINTS, "5"),
+        "hpaTolerance" => (ENDPOINTS, "0"),
+        "mode" => (ENDPOINTS, "advisory"),
+        "dcgmEndpoints" => (ENDPOINTS, "10.0.1.1:9400"),
+        "dcgmService" => (ENDPOINTS, "dcgm"),
+        _ => return None,
+    })
+}
+
+fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn every_key_in_the_table_is_read() {
+    for k in KEYS {
+        let (beside, value) = non_default(k.key)
+            .unwrap_or_else(|| panic!("{}: give it a non-default value here", k.key));
+        let base = ScalerConfig::from_metadata(&map(beside)).unwrap();
+        let mut set = map(beside);
+        set.insert(k.key.to_owned(), value.to_owned());
+        let read = ScalerConfig::from_metadata(&set)
+            .unwrap_or_else(|e| panic!("{}={value:?}: {e}", k.key));
+        assert_ne!(read, base, "{}={value:?} changed nothing", k.key);
+    }
+}
+
+#[test]
+fn documented_defaults_are_the_defaults() {
+    let mut checked = 0;
+    for k in KEYS {
+        let Some((beside, _)) = non_default(k.key) else {
+            continue;
+        };
+        if k.default.starts_with("required") || k.default.starts_with("unset") {
+            continue;
+        }
+        let base = ScalerConfig::from_metadata(&map(beside)).unwrap();
+        let mut set = map(beside);
+        set.insert(k.key.to_owned(), k.default.to_owned());
+        let read = ScalerConfig::from_metadata(&set)
+            .unwrap_or_else(|e| panic!("{} default {:?}: {e}", k.key, k.default));
+        assert_eq!(read, base, "{} default {:?}", k.key, k.default);
+        checked += 1;
+    }
+    // Every key but the two target sources, model and the two DCGM keys has a value default.
+    assert_eq!(checked, KEYS.len() - 5);
+}

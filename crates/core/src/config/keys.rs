@@ -1,152 +1,296 @@
-//! The metadata keys: names, defaults and meanings (the README's table is generated from the
-//! same facts), and the unknown-key check with a closest-key suggestion.
+//! The metadata keys, each declared once: its name, its default and meaning as documented
+//! (the README's and docs/policy.md's tables are checked against them), and the reader that
+//! parses its value into the field it sets. [`super::ScalerConfig::from_metadata`] reads every
+//! key through [`KEYS`], so a key cannot be documented without being read. Also the
+//! unknown-key check with a closest-key suggestion.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use super::ConfigError;
+use super::targets::{self, TargetKeys};
+use super::{ConfigError, parse};
+use crate::policy::PolicyConfig;
 
-/// One metadata key, its default and what it means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyDoc {
+/// The scrape interval when `scrapeIntervalSeconds` is not set.
+pub(super) const DEFAULT_SCRAPE_INTERVAL: Duration = Duration::from_secs(2);
+
+/// A configuration being read: the defaults, with each key present overwriting its field.
+#[derive(Debug, Clone)]
+pub(super) struct Draft {
+    /// The target keys, combined once all are read.
+    pub(super) targets: TargetKeys,
+    /// `model`.
+    pub(super) model: Option<String>,
+    /// `scrapeIntervalSeconds`.
+    pub(super) scrape_interval: Duration,
+    /// Every policy key.
+    pub(super) policy: PolicyConfig,
+}
+
+impl Default for Draft {
+    fn default() -> Self {
+        Self {
+            targets: TargetKeys::default(),
+            model: None,
+            scrape_interval: DEFAULT_SCRAPE_INTERVAL,
+            policy: PolicyConfig::default(),
+        }
+    }
+}
+
+/// Reads one value into its field of the draft, or says what was expected (the caller names
+/// the key).
+pub(super) type Read = fn(&mut Draft, &str) -> Result<(), String>;
+
+/// One metadata key: its name, default, meaning, and how its value is read.
+#[derive(Debug, Clone, Copy)]
+pub struct MetadataKey {
     /// The key as written in the trigger's `metadata`.
     pub key: &'static str,
-    /// The default, as text ("required" or "unset" where there is none).
+    /// The default, as documented ("required" or "unset" where there is none).
     pub default: &'static str,
     /// What it means.
     pub meaning: &'static str,
+    /// Parses a value and sets the field it fills.
+    pub(super) read: Read,
 }
 
-/// Every key the scaler reads, in validation order.
-pub const KEYS: &[KeyDoc] = &[
-    KeyDoc {
+/// Every key the scaler reads, in validation order (and the docs' order).
+pub const KEYS: &[MetadataKey] = &[
+    MetadataKey {
         key: "endpoints",
         default: "required unless `service`",
         meaning: "comma-separated vLLM metrics URLs (`http://10.0.0.7:8000/metrics`) or `host:port` entries (`metricsPath` appended)",
+        read: |d, v| {
+            d.targets.endpoints = Some(targets::endpoints(v)?);
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "service",
         default: "required unless `endpoints`",
         meaning: "DNS name of a headless Service (`name` or `name:port`), every address re-resolved each scrape",
+        read: |d, v| {
+            d.targets.service = Some(targets::service(v)?);
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "port",
         default: "8000",
         meaning: "port of vLLM's `/metrics` with `service`",
+        read: |d, v| {
+            d.targets.port = Some(targets::port(v)?);
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "metricsPath",
         default: "/metrics",
         meaning: "path of the metrics endpoint for `service` and `host:port` endpoints",
+        read: |d, v| {
+            d.targets.metrics_path = Some(targets::metrics_path(v)?);
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "model",
         default: "unset (all models)",
         meaning: "only series whose `model_name` label equals this",
+        read: |d, v| {
+            d.model = Some(parse::model(v)?);
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "queueDepthPerReplica",
         default: "25",
         meaning: "N: waiting requests per ready replica above which to scale out; demand is ceil(queue / N) replicas",
+        read: |d, v| {
+            d.policy.queue_depth_per_replica = parse::positive(v, "a positive number")?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "latencySloSeconds",
         default: "60",
         meaning: "P95 end-to-end latency SLO in seconds, or `off`; above it scale out, below half of it counts as calm, and `off` takes it out of both. End-to-end latency grows with output length, so the default is only a runaway guard: set it to a real budget only for short, fixed-length outputs (the source guide's 5 s)",
+        read: |d, v| {
+            d.policy.e2e_latency_slo_seconds = parse::slo(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "ttftSloSeconds",
         default: "2",
         meaning: "P95 time-to-first-token SLO in seconds, or `off`; same rules as latencySloSeconds",
+        read: |d, v| {
+            d.policy.ttft_slo_seconds = parse::slo(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "itlSloSeconds",
         default: "0.07",
         meaning: "P95 inter-token latency (TPOT) SLO in seconds, or `off`; same rules as latencySloSeconds",
+        read: |d, v| {
+            d.policy.itl_slo_seconds = parse::slo(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "kvCacheWarning",
         default: "0.80",
         meaning: "KV-cache usage fraction (fullest pod) at or above which the fleet is not calm",
+        read: |d, v| {
+            d.policy.kv_cache_warning = parse::fraction(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "kvCacheCritical",
         default: "0.95",
         meaning: "KV-cache usage fraction (fullest pod) above which, held for 30 s, to scale out",
+        read: |d, v| {
+            d.policy.kv_cache_critical = parse::fraction(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "preemptionRateThreshold",
         default: "5",
         meaning: "preemptions per second per ready replica above which to scale out",
+        read: |d, v| {
+            d.policy.preemptions_per_second_per_replica =
+                parse::positive(v, "a positive number of preemptions per second per replica")?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "minReplicas",
         default: "1",
         meaning: "lowest replica target (>= 1; scale to zero is KEDA's `minReplicaCount` with IsActive)",
+        read: |d, v| {
+            d.policy.min_replicas = parse::replicas(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "maxReplicas",
         default: "5",
         meaning: "highest replica target",
+        read: |d, v| {
+            d.policy.max_replicas = parse::replicas(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "scaleUpPods",
         default: "2",
         meaning: "at most this many replicas added per scale-up period",
+        read: |d, v| {
+            d.policy.scale_up_pods = parse::pods(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "scaleUpPeriodSeconds",
         default: "60",
         meaning: "the scale-up rate-limit window",
+        read: |d, v| {
+            d.policy.scale_up_period = parse::seconds_positive(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "scaleUpStabilizationSeconds",
         default: "30",
         meaning: "a breach must hold this long before scaling out",
+        read: |d, v| {
+            d.policy.scale_up_stabilization = parse::seconds(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "scaleDownPods",
         default: "1",
         meaning: "at most this many replicas removed per scale-down period",
+        read: |d, v| {
+            d.policy.scale_down_pods = parse::pods(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "scaleDownPeriodSeconds",
         default: "120",
         meaning: "the scale-in rate-limit window",
+        read: |d, v| {
+            d.policy.scale_down_period = parse::seconds_positive(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "scaleDownStabilizationSeconds",
         default: "300",
         meaning: "calm must hold this long before scaling in; any breach restarts it",
+        read: |d, v| {
+            d.policy.scale_down_stabilization = parse::seconds(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "startupGraceSeconds",
         default: "600",
         meaning: "replicas asked for but not ready count as capacity on the way this long (guardrails do not stack)",
+        read: |d, v| {
+            d.policy.startup_grace = parse::seconds(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "scrapeIntervalSeconds",
         default: "2",
         meaning: "how often the scaler scrapes and decides (>= 0.1)",
+        read: |d, v| {
+            d.scrape_interval = parse::scrape_interval(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "hpaTolerance",
         default: "0.1",
         meaning: "the HPA's tolerance; set it to the HPA's `behavior.scaleUp/scaleDown.tolerance` when you change that",
+        read: |d, v| {
+            d.policy.hpa_tolerance = parse::tolerance(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "mode",
         default: "active",
         meaning: "`active` returns the decided target; `advisory` returns the observed ready replicas and reports the decision",
+        read: |d, v| {
+            d.policy.mode = parse::mode(v)?;
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "dcgmEndpoints",
         default: "unset",
         meaning: "comma-separated DCGM exporter URLs or `host:port` entries (GPU memory joins the calm check)",
+        read: |d, v| {
+            d.targets.dcgm_endpoints = Some(targets::endpoints(v)?);
+            Ok(())
+        },
     },
-    KeyDoc {
+    MetadataKey {
         key: "dcgmService",
         default: "unset",
         meaning: "DNS name of the DCGM exporter's headless Service (`name` or `name:port`, port 9400)",
+        read: |d, v| {
+            d.targets.dcgm_service = Some(targets::service(v)?);
+            Ok(())
+        },
     },
 ];
 

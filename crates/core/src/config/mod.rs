@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use crate::policy::Mode;
 use crate::policy::PolicyConfig;
-pub use keys::{IGNORED_KEYS, KEYS, KeyDoc};
-use parse::Meta;
+pub use keys::{IGNORED_KEYS, KEYS, MetadataKey};
 
 /// Where the vLLM pods (or DCGM exporters) are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,27 +37,6 @@ pub enum TargetSource {
         /// Path of the metrics endpoint.
         path: String,
     },
-}
-
-/// Whether decisions are returned to KEDA or only reported.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Return the decided replica target.
-    #[default]
-    Active,
-    /// Return the observed replica count; report what would have been done.
-    Advisory,
-}
-
-impl Mode {
-    /// `active` or `advisory`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Active => "active",
-            Mode::Advisory => "advisory",
-        }
-    }
 }
 
 /// The validated configuration of one ScaledObject.
@@ -101,62 +80,37 @@ impl ConfigError {
 
 impl ScalerConfig {
     /// Validates a trigger's metadata map. The first problem found is returned: unknown keys
-    /// first (alphabetically), then keys in [`KEYS`] order, then cross-field checks.
+    /// first (alphabetically), then each key's value in [`KEYS`] order (read by the key's
+    /// entry, so every key in the table is read), then the checks across keys: the vLLM
+    /// target keys, the DCGM target keys, min against max replicas, KV warning against
+    /// critical.
     pub fn from_metadata(metadata: &HashMap<String, String>) -> Result<Self, ConfigError> {
         keys::check_unknown(metadata)?;
-        let m = Meta(metadata);
-        let d = PolicyConfig::default();
+        let mut draft = keys::Draft::default();
+        for key in KEYS {
+            if let Some(value) = metadata.get(key.key) {
+                (key.read)(&mut draft, value).map_err(|m| ConfigError::new(key.key, m))?;
+            }
+        }
+        let keys::Draft {
+            targets: target_keys,
+            model,
+            scrape_interval,
+            mut policy,
+        } = draft;
+        let targets = targets::vllm_targets(&target_keys)?;
+        let dcgm_targets = targets::dcgm_targets(&target_keys)?;
 
-        let targets = targets::vllm_targets(&m)?;
-        let model = m.model("model")?;
-        let queue_depth_per_replica = m
-            .positive("queueDepthPerReplica", "a positive number")?
-            .unwrap_or(d.queue_depth_per_replica);
-        let e2e_latency_slo_seconds = m.slo("latencySloSeconds", d.e2e_latency_slo_seconds)?;
-        let ttft_slo_seconds = m.slo("ttftSloSeconds", d.ttft_slo_seconds)?;
-        let itl_slo_seconds = m.slo("itlSloSeconds", d.itl_slo_seconds)?;
-        let kv_warning = m.fraction("kvCacheWarning")?;
-        let kv_critical = m.fraction("kvCacheCritical")?;
-        let preemptions = m
-            .positive(
-                "preemptionRateThreshold",
-                "a positive number of preemptions per second per replica",
-            )?
-            .unwrap_or(d.preemptions_per_second_per_replica);
-        let min = m.replicas("minReplicas")?;
-        let max = m.replicas("maxReplicas")?;
-        let scale_up_pods = m.pods("scaleUpPods")?.unwrap_or(d.scale_up_pods);
-        let scale_up_period = m
-            .seconds_positive("scaleUpPeriodSeconds")?
-            .unwrap_or(d.scale_up_period);
-        let scale_up_stabilization = m
-            .seconds("scaleUpStabilizationSeconds")?
-            .unwrap_or(d.scale_up_stabilization);
-        let scale_down_pods = m.pods("scaleDownPods")?.unwrap_or(d.scale_down_pods);
-        let scale_down_period = m
-            .seconds_positive("scaleDownPeriodSeconds")?
-            .unwrap_or(d.scale_down_period);
-        let scale_down_stabilization = m
-            .seconds("scaleDownStabilizationSeconds")?
-            .unwrap_or(d.scale_down_stabilization);
-        let startup_grace = m.seconds("startupGraceSeconds")?.unwrap_or(d.startup_grace);
-        let scrape_interval = m
-            .scrape_interval("scrapeIntervalSeconds")?
-            .unwrap_or(Duration::from_secs(2));
-        let hpa_tolerance = m.tolerance("hpaTolerance")?.unwrap_or(d.hpa_tolerance);
-        let mode = m.mode("mode")?.unwrap_or_default();
-        let dcgm_targets = targets::dcgm_targets(&m)?;
-
-        // Cross-field checks: blame the key the user wrote (the later one when both are set).
-        let min_replicas = min.unwrap_or(d.min_replicas);
-        let max_replicas = max.unwrap_or(d.max_replicas);
+        // Blame the key the user wrote (the later one when both are set).
+        let raw = |key: &str| metadata.get(key).map_or("", String::as_str);
+        let (min_replicas, max_replicas) = (policy.min_replicas, policy.max_replicas);
         if min_replicas > max_replicas {
-            return Err(if max.is_some() {
+            return Err(if metadata.contains_key("maxReplicas") {
                 ConfigError::new(
                     "maxReplicas",
                     format!(
                         "expected a whole number >= minReplicas ({min_replicas}), got {:?}",
-                        m.raw("maxReplicas")
+                        raw("maxReplicas")
                     ),
                 )
             } else {
@@ -164,20 +118,20 @@ impl ScalerConfig {
                     "minReplicas",
                     format!(
                         "expected a whole number <= maxReplicas ({max_replicas}, the default; set maxReplicas too), got {:?}",
-                        m.raw("minReplicas")
+                        raw("minReplicas")
                     ),
                 )
             });
         }
-        let kv_cache_warning = kv_warning.unwrap_or(d.kv_cache_warning);
-        let kv_cache_critical = kv_critical.unwrap_or(d.kv_cache_critical);
+        let (kv_cache_warning, kv_cache_critical) =
+            (policy.kv_cache_warning, policy.kv_cache_critical);
         if kv_cache_warning >= kv_cache_critical {
-            return Err(if kv_critical.is_some() {
+            return Err(if metadata.contains_key("kvCacheCritical") {
                 ConfigError::new(
                     "kvCacheCritical",
                     format!(
                         "expected a fraction above kvCacheWarning ({kv_cache_warning}), got {:?}",
-                        m.raw("kvCacheCritical")
+                        raw("kvCacheCritical")
                     ),
                 )
             } else {
@@ -185,40 +139,19 @@ impl ScalerConfig {
                     "kvCacheWarning",
                     format!(
                         "expected a fraction below kvCacheCritical ({kv_cache_critical}), got {:?}",
-                        m.raw("kvCacheWarning")
+                        raw("kvCacheWarning")
                     ),
                 )
             });
         }
 
-        let gpu_memory_required = dcgm_targets.is_some();
+        policy.gpu_memory_required = dcgm_targets.is_some();
         Ok(Self {
             targets,
             dcgm_targets,
             model,
             scrape_interval,
-            policy: PolicyConfig {
-                min_replicas,
-                max_replicas,
-                queue_depth_per_replica,
-                e2e_latency_slo_seconds,
-                ttft_slo_seconds,
-                itl_slo_seconds,
-                kv_cache_warning,
-                kv_cache_critical,
-                preemptions_per_second_per_replica: preemptions,
-                scale_up_pods,
-                scale_up_period,
-                scale_up_stabilization,
-                scale_down_pods,
-                scale_down_period,
-                scale_down_stabilization,
-                startup_grace,
-                hpa_tolerance,
-                mode,
-                gpu_memory_required,
-                ..d
-            },
+            policy,
         })
     }
 }

@@ -1,18 +1,14 @@
-//! Reading one metadata value: plain decimals, whole numbers, fractions, seconds, words.
-//! Each reader returns `Ok(None)` when the key is absent (except [`Meta::slo`], which takes
-//! the default, because there `None` means `off`).
+//! Reading one metadata value: plain decimals, whole numbers, fractions, seconds, words. Each
+//! reader takes the value as written and returns it typed, or the message of the error
+//! (`expected {what}, got "{value}"`; the caller names the key).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{ConfigError, Mode};
-
-/// The metadata map, with typed readers.
-pub(super) struct Meta<'a>(pub(super) &'a HashMap<String, String>);
+use crate::policy::Mode;
 
 /// `expected {what}, got "{value}"`.
-pub(super) fn expected(key: &str, what: &str, value: &str) -> ConfigError {
-    ConfigError::new(key, format!("expected {what}, got {value:?}"))
+pub(super) fn expected(what: &str, value: &str) -> String {
+    format!("expected {what}, got {value:?}")
 }
 
 /// A plain decimal: digits with at most one `.`, no sign, exponent, `inf` or `NaN`.
@@ -26,123 +22,98 @@ fn plain_decimal(value: &str) -> Option<f64> {
     v.parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
-impl Meta<'_> {
-    /// The value as written ("" when absent).
-    pub(super) fn raw(&self, key: &str) -> &str {
-        self.0.get(key).map_or("", String::as_str)
+/// A plain decimal for which `ok` holds.
+fn number(value: &str, what: &str, ok: impl Fn(f64) -> bool) -> Result<f64, String> {
+    match plain_decimal(value) {
+        Some(x) if ok(x) => Ok(x),
+        _ => Err(expected(what, value)),
     }
+}
 
-    /// The value, present.
-    pub(super) fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str)
-    }
+/// A number > 0.
+pub(super) fn positive(value: &str, what: &str) -> Result<f64, String> {
+    number(value, what, |x| x > 0.0)
+}
 
-    fn number(
-        &self,
-        key: &str,
-        what: &str,
-        ok: impl Fn(f64) -> bool,
-    ) -> Result<Option<f64>, ConfigError> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        match plain_decimal(v) {
-            Some(x) if ok(x) => Ok(Some(x)),
-            _ => Err(expected(key, what, v)),
-        }
+/// A latency SLO: seconds > 0, or `off` (any case) for no trigger (`None`).
+pub(super) fn slo(value: &str) -> Result<Option<f64>, String> {
+    if value.trim().eq_ignore_ascii_case("off") {
+        return Ok(None);
     }
+    positive(value, "a positive number of seconds or \"off\"").map(Some)
+}
 
-    /// A number > 0.
-    pub(super) fn positive(&self, key: &str, what: &str) -> Result<Option<f64>, ConfigError> {
-        self.number(key, what, |x| x > 0.0)
-    }
+/// A fraction in (0, 1].
+pub(super) fn fraction(value: &str) -> Result<f64, String> {
+    number(
+        value,
+        "a fraction above 0 and at most 1 (0.8 means 80 %)",
+        |x| x > 0.0 && x <= 1.0,
+    )
+}
 
-    /// A latency SLO: seconds > 0, or `off` (any case) for no trigger (`None`); `default`
-    /// when the key is absent.
-    pub(super) fn slo(&self, key: &str, default: Option<f64>) -> Result<Option<f64>, ConfigError> {
-        match self.get(key) {
-            None => Ok(default),
-            Some(v) if v.trim().eq_ignore_ascii_case("off") => Ok(None),
-            Some(_) => self.positive(key, "a positive number of seconds or \"off\""),
-        }
-    }
+/// The HPA tolerance, in [0, 1).
+pub(super) fn tolerance(value: &str) -> Result<f64, String> {
+    number(value, "a fraction >= 0 and below 1 (0.1 means 10 %)", |x| {
+        x < 1.0
+    })
+}
 
-    /// A fraction in (0, 1].
-    pub(super) fn fraction(&self, key: &str) -> Result<Option<f64>, ConfigError> {
-        self.number(
-            key,
-            "a fraction above 0 and at most 1 (0.8 means 80 %)",
-            |x| x > 0.0 && x <= 1.0,
-        )
-    }
+fn whole(value: &str, what: &str) -> Result<u32, String> {
+    let x = number(value, what, |x| {
+        x >= 1.0 && x.fract() == 0.0 && x <= f64::from(u32::MAX)
+    })?;
+    Ok(x as u32)
+}
 
-    /// The HPA tolerance, in [0, 1).
-    pub(super) fn tolerance(&self, key: &str) -> Result<Option<f64>, ConfigError> {
-        self.number(key, "a fraction >= 0 and below 1 (0.1 means 10 %)", |x| {
-            x < 1.0
-        })
-    }
+/// A replica count, whole and >= 1.
+pub(super) fn replicas(value: &str) -> Result<u32, String> {
+    whole(value, "a whole number >= 1")
+}
 
-    fn whole(&self, key: &str, what: &str) -> Result<Option<u32>, ConfigError> {
-        let x = self.number(key, what, |x| {
-            x >= 1.0 && x.fract() == 0.0 && x <= f64::from(u32::MAX)
-        })?;
-        Ok(x.map(|x| x as u32))
-    }
+/// A pod step, whole and >= 1.
+pub(super) fn pods(value: &str) -> Result<u32, String> {
+    whole(value, "a whole number of pods >= 1")
+}
 
-    /// A replica count, whole and >= 1.
-    pub(super) fn replicas(&self, key: &str) -> Result<Option<u32>, ConfigError> {
-        self.whole(key, "a whole number >= 1")
-    }
+/// Seconds >= 0.
+pub(super) fn seconds(value: &str) -> Result<Duration, String> {
+    let x = number(value, "a number of seconds >= 0", |x| x < 1e9)?;
+    Ok(Duration::from_secs_f64(x))
+}
 
-    /// A pod step, whole and >= 1.
-    pub(super) fn pods(&self, key: &str) -> Result<Option<u32>, ConfigError> {
-        self.whole(key, "a whole number of pods >= 1")
-    }
+/// Seconds > 0.
+pub(super) fn seconds_positive(value: &str) -> Result<Duration, String> {
+    let x = number(value, "a positive number of seconds", |x| {
+        x > 0.0 && x < 1e9
+    })?;
+    Ok(Duration::from_secs_f64(x))
+}
 
-    /// Seconds >= 0.
-    pub(super) fn seconds(&self, key: &str) -> Result<Option<Duration>, ConfigError> {
-        let x = self.number(key, "a number of seconds >= 0", |x| x < 1e9)?;
-        Ok(x.map(Duration::from_secs_f64))
-    }
+/// Seconds >= 0.1 (a scrape interval).
+pub(super) fn scrape_interval(value: &str) -> Result<Duration, String> {
+    let x = number(value, "a number of seconds >= 0.1", |x| {
+        (0.1..1e9).contains(&x)
+    })?;
+    Ok(Duration::from_secs_f64(x))
+}
 
-    /// Seconds > 0.
-    pub(super) fn seconds_positive(&self, key: &str) -> Result<Option<Duration>, ConfigError> {
-        let x = self.number(key, "a positive number of seconds", |x| x > 0.0 && x < 1e9)?;
-        Ok(x.map(Duration::from_secs_f64))
+/// `active` or `advisory`.
+pub(super) fn mode(value: &str) -> Result<Mode, String> {
+    match value.trim() {
+        "active" => Ok(Mode::Active),
+        "advisory" => Ok(Mode::Advisory),
+        _ => Err(expected("\"active\" or \"advisory\"", value)),
     }
+}
 
-    /// Seconds >= 0.1 (a scrape interval).
-    pub(super) fn scrape_interval(&self, key: &str) -> Result<Option<Duration>, ConfigError> {
-        let x = self.number(key, "a number of seconds >= 0.1", |x| {
-            (0.1..1e9).contains(&x)
-        })?;
-        Ok(x.map(Duration::from_secs_f64))
+/// A model name: non-empty, no whitespace inside.
+pub(super) fn model(value: &str) -> Result<String, String> {
+    let t = value.trim();
+    if t.is_empty() || t.chars().any(char::is_whitespace) {
+        return Err(expected("a model name (the `model_name` label)", value));
     }
-
-    /// `active` or `advisory`.
-    pub(super) fn mode(&self, key: &str) -> Result<Option<Mode>, ConfigError> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        match v.trim() {
-            "active" => Ok(Some(Mode::Active)),
-            "advisory" => Ok(Some(Mode::Advisory)),
-            _ => Err(expected(key, "\"active\" or \"advisory\"", v)),
-        }
-    }
-
-    /// A model name: non-empty, no whitespace inside.
-    pub(super) fn model(&self, key: &str) -> Result<Option<String>, ConfigError> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        let t = v.trim();
-        if t.is_empty() || t.chars().any(char::is_whitespace) {
-            return Err(expected(key, "a model name (the `model_name` label)", v));
-        }
-        Ok(Some(t.to_owned()))
-    }
+    Ok(t.to_owned())
 }
 
 #[cfg(test)]
@@ -164,30 +135,14 @@ mod tests {
 
     #[test]
     fn slo_is_seconds_or_off() {
-        let map: HashMap<String, String> = [
-            ("a", "1.5"),
-            ("b", "off"),
-            ("c", " OFF "),
-            ("d", "Off"),
-            ("e", "0"),
-            ("f", "of"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        let m = Meta(&map);
-        assert_eq!(m.slo("a", None), Ok(Some(1.5)));
-        for off in ["b", "c", "d"] {
-            assert_eq!(m.slo(off, Some(2.0)), Ok(None), "{off}");
+        assert_eq!(slo("1.5"), Ok(Some(1.5)));
+        for off in ["off", " OFF ", "Off"] {
+            assert_eq!(slo(off), Ok(None), "{off}");
         }
-        assert_eq!(m.slo("absent", Some(2.0)), Ok(Some(2.0)));
-        assert_eq!(m.slo("absent", None), Ok(None));
-        for bad in ["e", "f"] {
-            let e = m.slo(bad, Some(2.0)).unwrap_err();
-            assert_eq!(e.key, bad);
+        for bad in ["0", "of"] {
+            let e = slo(bad).unwrap_err();
             assert!(
-                e.message
-                    .starts_with("expected a positive number of seconds or \"off\", got "),
+                e.starts_with("expected a positive number of seconds or \"off\", got "),
                 "{e}"
             );
         }

@@ -1,32 +1,79 @@
 //! Target keys: `endpoints` | `service` (+ `port`, `metricsPath`) for vLLM, and
-//! `dcgmEndpoints` | `dcgmService` for the DCGM exporter.
+//! `dcgmEndpoints` | `dcgmService` for the DCGM exporter. Each key's value is read on its own
+//! ([`endpoints`], [`service`], [`port`], [`metrics_path`]) into [`TargetKeys`]; which keys go
+//! together is checked once all are read ([`vllm_targets`], [`dcgm_targets`]).
 
-use super::parse::{Meta, expected};
+use super::parse::expected;
 use super::{ConfigError, TargetSource};
 
 const VLLM_PORT: u16 = 8000;
 const DCGM_PORT: u16 = 9400;
 const METRICS_PATH: &str = "/metrics";
 
-/// The vLLM targets: exactly one of `endpoints` and `service`.
-pub(super) fn vllm_targets(m: &Meta<'_>) -> Result<TargetSource, ConfigError> {
-    let path = match m.get("metricsPath") {
-        None => METRICS_PATH.to_owned(),
-        Some(p) => {
-            let t = p.trim();
-            if !t.starts_with('/') || t.chars().any(|c| c.is_whitespace() || c == '?' || c == '#') {
-                return Err(expected("metricsPath", "a path starting with \"/\"", p));
-            }
-            t.to_owned()
+/// The target keys as read, before they are combined.
+#[derive(Debug, Clone, Default)]
+pub(super) struct TargetKeys {
+    /// `endpoints`.
+    pub(super) endpoints: Option<Vec<Endpoint>>,
+    /// `service`: host and the port written after it, if any.
+    pub(super) service: Option<(String, Option<u16>)>,
+    /// `port`.
+    pub(super) port: Option<u16>,
+    /// `metricsPath`.
+    pub(super) metrics_path: Option<String>,
+    /// `dcgmEndpoints`.
+    pub(super) dcgm_endpoints: Option<Vec<Endpoint>>,
+    /// `dcgmService`.
+    pub(super) dcgm_service: Option<(String, Option<u16>)>,
+}
+
+/// One entry of an endpoints list: `scheme://host[:port]` and its own path, if it has one
+/// (otherwise the metrics path is appended when the targets are combined).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Endpoint {
+    origin: String,
+    path: Option<String>,
+}
+
+impl Endpoint {
+    fn url(&self, default_path: &str) -> String {
+        format!(
+            "{}{}",
+            self.origin,
+            self.path.as_deref().unwrap_or(default_path)
+        )
+    }
+}
+
+/// The URLs of `list`, with `path` where an entry has none, in order, without duplicates.
+fn urls(list: &[Endpoint], path: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for url in list.iter().map(|e| e.url(path)) {
+        if !out.contains(&url) {
+            out.push(url);
         }
-    };
-    let port = match m.get("port") {
-        None => None,
-        Some(p) => Some(
-            parse_port(p).ok_or_else(|| expected("port", "a port number from 1 to 65535", p))?,
-        ),
-    };
-    match (m.get("endpoints"), m.get("service")) {
+    }
+    out
+}
+
+/// `metricsPath`: a path starting with `/`.
+pub(super) fn metrics_path(value: &str) -> Result<String, String> {
+    let t = value.trim();
+    if !t.starts_with('/') || t.chars().any(|c| c.is_whitespace() || c == '?' || c == '#') {
+        return Err(expected("a path starting with \"/\"", value));
+    }
+    Ok(t.to_owned())
+}
+
+/// `port`: 1 to 65535.
+pub(super) fn port(value: &str) -> Result<u16, String> {
+    parse_port(value).ok_or_else(|| expected("a port number from 1 to 65535", value))
+}
+
+/// The vLLM targets: exactly one of `endpoints` and `service`.
+pub(super) fn vllm_targets(keys: &TargetKeys) -> Result<TargetSource, ConfigError> {
+    let path = keys.metrics_path.as_deref().unwrap_or(METRICS_PATH);
+    match (&keys.endpoints, &keys.service) {
         (Some(_), Some(_)) => Err(ConfigError::new(
             "service",
             "expected either \"endpoints\" or \"service\", not both",
@@ -36,50 +83,44 @@ pub(super) fn vllm_targets(m: &Meta<'_>) -> Result<TargetSource, ConfigError> {
             "required: comma-separated vLLM metrics URLs or host:port entries (or set \"service\" to a headless Service name)",
         )),
         (Some(list), None) => {
-            if port.is_some() {
+            if keys.port.is_some() {
                 return Err(ConfigError::new(
                     "port",
                     "only used with \"service\"; put the port in each entry of \"endpoints\"",
                 ));
             }
-            endpoints("endpoints", list, &path).map(TargetSource::Static)
+            Ok(TargetSource::Static(urls(list, path)))
         }
-        (None, Some(name)) => {
-            let (host, own_port) = service("service", name)?;
-            if let (Some(_), Some(_)) = (own_port, port) {
+        (None, Some((host, own_port))) => {
+            if let (Some(_), Some(_)) = (own_port, keys.port) {
                 return Err(ConfigError::new(
                     "port",
                     "expected the port either in \"service\" (name:port) or in \"port\", not both",
                 ));
             }
             Ok(TargetSource::Dns {
-                host,
-                port: own_port.or(port).unwrap_or(VLLM_PORT),
-                path,
+                host: host.clone(),
+                port: own_port.or(keys.port).unwrap_or(VLLM_PORT),
+                path: path.to_owned(),
             })
         }
     }
 }
 
 /// The DCGM exporter targets, if configured: at most one of `dcgmEndpoints` and `dcgmService`.
-pub(super) fn dcgm_targets(m: &Meta<'_>) -> Result<Option<TargetSource>, ConfigError> {
-    match (m.get("dcgmEndpoints"), m.get("dcgmService")) {
+pub(super) fn dcgm_targets(keys: &TargetKeys) -> Result<Option<TargetSource>, ConfigError> {
+    match (&keys.dcgm_endpoints, &keys.dcgm_service) {
         (Some(_), Some(_)) => Err(ConfigError::new(
             "dcgmService",
             "expected either \"dcgmEndpoints\" or \"dcgmService\", not both",
         )),
         (None, None) => Ok(None),
-        (Some(list), None) => {
-            endpoints("dcgmEndpoints", list, METRICS_PATH).map(|u| Some(TargetSource::Static(u)))
-        }
-        (None, Some(name)) => {
-            let (host, port) = service("dcgmService", name)?;
-            Ok(Some(TargetSource::Dns {
-                host,
-                port: port.unwrap_or(DCGM_PORT),
-                path: METRICS_PATH.to_owned(),
-            }))
-        }
+        (Some(list), None) => Ok(Some(TargetSource::Static(urls(list, METRICS_PATH)))),
+        (None, Some((host, port))) => Ok(Some(TargetSource::Dns {
+            host: host.clone(),
+            port: port.unwrap_or(DCGM_PORT),
+            path: METRICS_PATH.to_owned(),
+        })),
     }
 }
 
@@ -105,49 +146,36 @@ fn dns_name(host: &str) -> bool {
         })
 }
 
-/// `name` or `name:port`.
-fn service(key: &str, value: &str) -> Result<(String, Option<u16>), ConfigError> {
+/// `name` or `name:port` (`service`, `dcgmService`).
+pub(super) fn service(value: &str) -> Result<(String, Option<u16>), String> {
     let what = "a DNS name such as vllm-headless.default.svc.cluster.local, optionally name:port";
     let t = value.trim();
     let (host, port) = match t.rsplit_once(':') {
-        Some((h, p)) => (
-            h,
-            Some(parse_port(p).ok_or_else(|| expected(key, what, value))?),
-        ),
+        Some((h, p)) => (h, Some(parse_port(p).ok_or_else(|| expected(what, value))?)),
         None => (t, None),
     };
     if !dns_name(host) {
-        return Err(expected(key, what, value));
+        return Err(expected(what, value));
     }
     Ok((host.to_ascii_lowercase(), port))
 }
 
-/// A comma-separated list of URLs or `host:port`, as URLs, in order, without duplicates.
-fn endpoints(key: &str, value: &str, path: &str) -> Result<Vec<String>, ConfigError> {
-    let mut out: Vec<String> = Vec::new();
-    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let url = endpoint(entry, path).ok_or_else(|| {
-            expected(
-                key,
-                "comma-separated http(s)://host:port/path URLs or host:port entries",
-                entry,
-            )
-        })?;
-        if !out.contains(&url) {
-            out.push(url);
-        }
+/// A comma-separated list of URLs or `host:port` (`endpoints`, `dcgmEndpoints`): at least one.
+pub(super) fn endpoints(value: &str) -> Result<Vec<Endpoint>, String> {
+    let what = "comma-separated http(s)://host:port/path URLs or host:port entries";
+    let list = value
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|entry| endpoint(entry).ok_or_else(|| expected(what, entry)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if list.is_empty() {
+        return Err(expected(what, value));
     }
-    if out.is_empty() {
-        return Err(expected(
-            key,
-            "comma-separated http(s)://host:port/path URLs or host:port entries",
-            value,
-        ));
-    }
-    Ok(out)
+    Ok(list)
 }
 
-fn endpoint(entry: &str, path: &str) -> Option<String> {
+fn endpoint(entry: &str) -> Option<Endpoint> {
     if entry
         .chars()
         .any(|c| c.is_whitespace() || c == '?' || c == '#')
@@ -172,16 +200,13 @@ fn endpoint(entry: &str, path: &str) -> Option<String> {
         // Without a scheme only host:port is accepted.
         return None;
     }
-    let path = if own_path.is_empty() || own_path == "/" {
-        path
-    } else {
-        own_path
-    };
+    let path = (!own_path.is_empty() && own_path != "/").then(|| own_path.to_owned());
     let scheme = scheme.unwrap_or_else(|| "http".to_owned());
-    Some(match port {
-        Some(p) => format!("{scheme}://{host}:{p}{path}"),
-        None => format!("{scheme}://{host}{path}"),
-    })
+    let origin = match port {
+        Some(p) => format!("{scheme}://{host}:{p}"),
+        None => format!("{scheme}://{host}"),
+    };
+    Some(Endpoint { origin, path })
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`.
@@ -208,23 +233,24 @@ fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
 mod tests {
     use super::*;
 
+    fn url(entry: &str, path: &str) -> Option<String> {
+        endpoint(entry).map(|e| e.url(path))
+    }
+
     #[test]
     fn endpoint_forms() {
         let p = "/metrics";
         assert_eq!(
-            endpoint("10.0.0.7:8000", p).as_deref(),
+            url("10.0.0.7:8000", p).as_deref(),
             Some("http://10.0.0.7:8000/metrics")
         );
         assert_eq!(
-            endpoint("http://a:8000", p).as_deref(),
+            url("http://a:8000", p).as_deref(),
             Some("http://a:8000/metrics")
         );
+        assert_eq!(url("https://a/x/m", p).as_deref(), Some("https://a/x/m"));
         assert_eq!(
-            endpoint("https://a/x/m", p).as_deref(),
-            Some("https://a/x/m")
-        );
-        assert_eq!(
-            endpoint("http://[::1]:9/", p).as_deref(),
+            url("http://[::1]:9/", p).as_deref(),
             Some("http://[::1]:9/metrics")
         );
         for bad in [
@@ -236,7 +262,7 @@ mod tests {
             "http://:80",
             "http://a b",
         ] {
-            assert_eq!(endpoint(bad, p), None, "{bad}");
+            assert_eq!(url(bad, p), None, "{bad}");
         }
     }
 }

@@ -47,9 +47,29 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use crate::config::Mode;
 use crate::signals::FleetSignals;
 pub use hpa::{hpa_would_act, smallest_acted_scale_up, within_hpa_tolerance};
+
+/// Whether decisions are returned to KEDA or only reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Return the decided replica target.
+    #[default]
+    Active,
+    /// Return the observed replica count; report what would have been done.
+    Advisory,
+}
+
+impl Mode {
+    /// `active` or `advisory`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Active => "active",
+            Mode::Advisory => "advisory",
+        }
+    }
+}
 
 /// Policy settings (from scaler metadata, see [`crate::config`]). [`Default`] gives the
 /// documented defaults (the source guide's KEDA example).
