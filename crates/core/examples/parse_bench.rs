@@ -4,6 +4,10 @@
 //! Usage: `cargo run --release --example parse_bench -- FILE [SECONDS]`
 //! Prints one line: `bytes=.. samples=.. iterations=.. seconds=.. mb_per_s=.. samples_per_s=..`.
 
+// A benchmark's own wall clock: the core has no async runtime, and nothing here is a loop a
+// paused-time test would need to control.
+#![allow(clippy::disallowed_types)]
+
 use std::hint::black_box;
 use std::time::Instant;
 use vllm_keda_core::exposition;

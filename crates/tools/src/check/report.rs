@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use vllm_keda_core::exposition;
+use vllm_keda_core::policy::PolicyConfig;
 use vllm_keda_core::signals::{
-    FleetSignals, FleetWindow, Generation, GpuSignals, GpuSnapshot, PodSnapshot, Quantiles,
-    SignalSet, SignalSettings, SnapshotInfo,
+    FleetSignals, Generation, GpuSignals, Quantiles, SignalSet, SignalSettings, SnapshotInfo,
 };
+use vllm_keda_core::{Scaler, ScrapeRound, TargetFailure};
 
 use super::{Gathered, Rounds};
 
@@ -97,16 +97,25 @@ pub struct Report {
     pub signals: FleetSignals,
 }
 
-fn snapshot_of(body: &Result<String, String>, model: Option<&str>) -> Result<PodSnapshot, String> {
-    let body = body.as_ref().map_err(Clone::clone)?;
-    let parsed = exposition::parse(body).map_err(|e| format!("not a metrics body: {e}"))?;
-    Ok(PodSnapshot::from_exposition(&parsed, model))
+/// Which of a target's two bodies a round takes.
+type PickBody = fn(&Rounds) -> &Result<String, String>;
+
+/// One round of every target as the core parses it: `earlier` or `later` of each.
+fn parse_round(gathered: &Gathered, model: Option<&str>, pick: PickBody) -> ScrapeRound<String> {
+    let bodies = |list: &[Rounds]| -> Vec<(String, Result<String, String>)> {
+        list.iter()
+            .map(|r| (r.target.clone(), pick(r).clone()))
+            .collect()
+    };
+    ScrapeRound::parse(bodies(&gathered.pods), bodies(&gathered.gpus), model)
 }
 
-fn gpu_snapshot_of(body: &Result<String, String>) -> Result<GpuSnapshot, String> {
-    let body = body.as_ref().map_err(Clone::clone)?;
-    let parsed = exposition::parse(body).map_err(|e| format!("not a metrics body: {e}"))?;
-    Ok(GpuSnapshot::from_exposition(&parsed))
+/// The text of a failed target in a round.
+fn failure_text(failure: &TargetFailure<String>) -> String {
+    match failure {
+        TargetFailure::Fetch(e) => e.clone(),
+        TargetFailure::Parse(e) => format!("not a metrics body: {e}"),
+    }
 }
 
 struct Seen {
@@ -142,29 +151,36 @@ impl Notes {
 }
 
 impl Report {
-    /// Feeds both rounds through a [`FleetWindow`] spanning them and collects the advice.
+    /// Feeds both rounds through the core's [`Scaler`] with windows spanning them and collects
+    /// the advice.
     pub fn build(gathered: &Gathered, model: Option<&str>, slo: &Slos) -> Report {
         let end = gathered.elapsed;
-        let mut window = FleetWindow::new(SignalSettings {
-            latency_window: end,
-            preemption_window: end,
-            model: model.map(str::to_owned),
-        });
+        // Only the signals are read; the policy (the defaults) decides nothing here.
+        let mut scaler = Scaler::with_settings(
+            SignalSettings {
+                latency_window: end,
+                preemption_window: end,
+                model: model.map(str::to_owned),
+            },
+            PolicyConfig::default(),
+        );
         let mut found = Notes::default();
         let mut warnings = Notes::default();
-        let mut pods = Vec::new();
-        for Rounds {
-            target,
-            earlier,
-            later,
-        } in &gathered.pods
-        {
-            let mut errors = Vec::new();
-            let mut seen = None;
-            for (at, body, round) in [(Duration::ZERO, earlier, "earlier"), (end, later, "later")] {
-                match snapshot_of(body, model) {
+        let mut pods: Vec<(String, Vec<String>, Option<Seen>)> = gathered
+            .pods
+            .iter()
+            .map(|r| (r.target.clone(), Vec::new(), None))
+            .collect();
+        let rounds: [(Duration, &str, PickBody); 2] = [
+            (Duration::ZERO, "earlier", |r| &r.earlier),
+            (end, "later", |r| &r.later),
+        ];
+        for (at, name, pick) in rounds {
+            let round = parse_round(gathered, model, pick);
+            for ((target, outcome), (_, errors, seen)) in round.pods.iter().zip(&mut pods) {
+                match outcome {
                     Ok(snapshot) => {
-                        seen = Some(Seen {
+                        *seen = Some(Seen {
                             info: snapshot.info.clone(),
                             tops: BucketTops {
                                 e2e_seconds: top(&snapshot.e2e_latency),
@@ -175,31 +191,23 @@ impl Report {
                             has_running: snapshot.running.is_some(),
                             parsed: true,
                         });
-                        window.record(at, target, Some(snapshot));
                     }
-                    Err(e) => {
-                        warnings.add(target, format!("{round} round failed: {e}"));
-                        errors.push(format!("{round}: {e}"));
-                        window.record(at, target, None);
+                    Err(failure) => {
+                        let e = failure_text(failure);
+                        warnings.add(target, format!("{name} round failed: {e}"));
+                        errors.push(format!("{name}: {e}"));
                     }
                 }
             }
-            pods.push((target.clone(), errors, seen));
-        }
-        for Rounds {
-            target,
-            earlier,
-            later,
-        } in &gathered.gpus
-        {
-            for (at, body, round) in [(Duration::ZERO, earlier, "earlier"), (end, later, "later")] {
-                let snapshot = gpu_snapshot_of(body)
-                    .map_err(|e| warnings.add(target, format!("DCGM {round} round failed: {e}")))
-                    .ok();
-                window.record_gpu(at, target, snapshot);
+            for (target, outcome) in &round.gpus {
+                if let Err(failure) = outcome {
+                    let e = failure_text(failure);
+                    warnings.add(target, format!("DCGM {name} round failed: {e}"));
+                }
             }
+            scaler.record(at, round);
         }
-        let signals = window.compute(end);
+        let signals = scaler.signals(end);
         let total = pods.len();
         let mut reports = Vec::with_capacity(total);
         let unknown = vllm_keda_core::signals::PodSignals::default();

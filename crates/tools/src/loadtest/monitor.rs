@@ -2,8 +2,8 @@
 //! keep the queue depth, running requests, KV-cache usage and the windowed server histograms.
 //!
 //! Owns: the scrape loop of the load test and turning its samples into a step's
-//! [`ServerStep`]. Does not own: fetching, parsing or signal maths (see [`vllm_keda_service::scrape`],
-//! [`vllm_keda_core::exposition`], [`vllm_keda_core::signals`]).
+//! [`ServerStep`]. Does not own: fetching (see [`vllm_keda_service::scrape`]) or parsing and signal
+//! maths (the core's [`Scaler`], which the control loop and the simulator call too).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::verdict::{Percentiles, QueueStats, ServerStep};
-use vllm_keda_core::signals::{FleetSignals, FleetWindow, PodSnapshot, Quantiles, SignalSettings};
+use vllm_keda_core::policy::PolicyConfig;
+use vllm_keda_core::signals::{FleetSignals, Quantiles, SignalSettings};
+use vllm_keda_core::{Scaler, ScrapeRound, TargetFailure};
 use vllm_keda_service::scrape::{ScrapeSettings, Scraper};
 
 /// One scrape round.
@@ -68,10 +70,14 @@ pub async fn run_monitor(
         timeout: interval.max(Duration::from_millis(500)),
         ..ScrapeSettings::default()
     });
-    let mut fleet = FleetWindow::new(SignalSettings {
-        latency_window: window,
-        ..SignalSettings::default()
-    });
+    // Only the signals are read; the policy (the defaults) decides nothing here.
+    let mut fleet = Scaler::with_settings(
+        SignalSettings {
+            latency_window: window,
+            ..SignalSettings::default()
+        },
+        PolicyConfig::default(),
+    );
     let mut ticker = tokio::time::interval_at(origin, interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -81,26 +87,15 @@ pub async fn run_monitor(
         }
         let bodies = scraper.scrape_all(&urls).await;
         let now = origin.elapsed();
-        let mut healthy = 0;
-        let mut error = None;
-        for (url, body) in urls.iter().zip(bodies) {
-            let snapshot = match body.result {
-                Ok(text) => match vllm_keda_core::exposition::parse(&text) {
-                    Ok(exposition) => Some(PodSnapshot::from_exposition(&exposition, None)),
-                    Err(e) => {
-                        error.get_or_insert_with(|| format!("{url}: {e}"));
-                        None
-                    }
-                },
-                Err(e) => {
-                    error.get_or_insert_with(|| format!("{url}: {e}"));
-                    None
-                }
-            };
-            healthy += usize::from(snapshot.is_some());
-            fleet.record(now, url, snapshot);
-        }
-        let signals = (healthy > 0).then(|| fleet.compute(now));
+        let round = ScrapeRound::parse(bodies.into_iter().map(|b| (b.url, b.result)), [], None);
+        let error = round.pods.iter().find_map(|(url, outcome)| match outcome {
+            Ok(_) => None,
+            Err(TargetFailure::Fetch(e)) => Some(format!("{url}: {e}")),
+            Err(TargetFailure::Parse(e)) => Some(format!("{url}: {e}")),
+        });
+        let healthy = round.healthy_pods();
+        fleet.record(now, round);
+        let signals = (healthy > 0).then(|| fleet.signals(now));
         log.push(MonitorSample {
             at: now,
             pods_healthy: healthy,

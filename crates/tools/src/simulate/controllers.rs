@@ -1,8 +1,8 @@
 //! The policies compared by the simulator, each with its actuation path.
 //!
 //! - [`Ours`]: the production path. Every scrape interval each ready replica's `/metrics` body
-//!   is rendered, parsed by [`vllm_keda_core::exposition`], turned into signals by [`vllm_keda_core::signals`] and
-//!   decided on by [`vllm_keda_core::policy`]; every HPA sync the HPA reads the target through KEDA's
+//!   is rendered and handed to the core's [`Scaler`] (parse, signals, policy: the entry point
+//!   the service's control loop calls); every HPA sync the HPA reads the target through KEDA's
 //!   `AverageValue` metric (target 1).
 //! - [`PrometheusKeda`]: the source guide's setup. Prometheus scrapes every 15-30 s; each HPA
 //!   sync evaluates `sum(vllm:num_requests_waiting)` (threshold 25) and the P95 of
@@ -22,9 +22,7 @@ use std::time::Duration;
 use crate::trace::TraceRequest;
 use vllm_emulator::{RenderInfo, RequestShape, render};
 use vllm_keda_core::config::ScalerConfig;
-use vllm_keda_core::exposition;
-use vllm_keda_core::policy::{Policy, PolicyState};
-use vllm_keda_core::signals::{FleetWindow, PodSnapshot, SignalSettings};
+use vllm_keda_core::{Scaler, ScrapeRound, Step};
 
 use super::fleet::{Controller, Fleet};
 use super::hpa::{AverageValueMetric, Hpa, HpaSpec, RatePolicy, ScalingRules, SelectPolicy};
@@ -78,20 +76,18 @@ pub fn guide_hpa_spec(min_replicas: u32, max_replicas: u32) -> HpaSpec {
     }
 }
 
-/// Our scaler, through the production signals and policy code.
+/// Our scaler, through the production path: the core's [`Scaler`], the same entry point the
+/// service's control loop calls, fed with the bodies the ready replicas render.
 #[derive(Debug)]
 pub struct Ours {
-    policy: Policy,
-    state: PolicyState,
-    window: FleetWindow,
+    scaler: Scaler,
     model: Option<String>,
     scrape_interval: Duration,
     next_scrape: Duration,
     hpa: Hpa,
     next_sync: Duration,
     target: u32,
-    body: String,
-    names: Vec<String>,
+    bodies: Vec<String>,
     /// Decisions by reason code, for the report.
     pub reasons: HashMap<&'static str, usize>,
 }
@@ -101,26 +97,41 @@ impl Ours {
     /// `minReplicas`/`maxReplicas` come from the metadata too. The fleet starts with
     /// `initial` replicas.
     pub fn new(config: &ScalerConfig, initial: u32) -> Self {
-        let policy = Policy::new(config.policy.clone());
-        let min = policy.config.min_replicas;
-        let max = policy.config.max_replicas;
+        let scaler = Scaler::new(config);
+        let min = scaler.policy_config().min_replicas;
+        let max = scaler.policy_config().max_replicas;
         Self {
-            window: FleetWindow::new(SignalSettings {
-                model: config.model.clone(),
-                ..SignalSettings::default()
-            }),
+            scaler,
             model: config.model.clone(),
             scrape_interval: config.scrape_interval,
             next_scrape: Duration::ZERO,
             hpa: Hpa::with_steady_history(ours_hpa_spec(min, max), Duration::ZERO, initial),
             next_sync: HPA_SYNC,
             target: initial,
-            body: String::with_capacity(64 * 1024),
-            names: Vec::new(),
+            bodies: Vec::new(),
             reasons: HashMap::new(),
-            state: PolicyState::default(),
-            policy,
         }
+    }
+
+    /// One scrape interval of the production path: the bodies of one round, by target name, in,
+    /// the decision out. `wake` calls it with the bodies the ready replicas render.
+    pub fn observe<'a>(
+        &mut self,
+        now: Duration,
+        bodies: impl IntoIterator<Item = (String, &'a str)>,
+    ) -> Step {
+        let round = ScrapeRound::<()>::parse(
+            bodies.into_iter().map(|(name, body)| (name, Ok(body))),
+            [],
+            self.model.as_deref(),
+        );
+        let step = self.scaler.step(now, round);
+        *self
+            .reasons
+            .entry(step.decision.reason.as_str())
+            .or_default() += 1;
+        self.target = step.decision.target_replicas;
+        step
     }
 }
 
@@ -131,9 +142,13 @@ impl Controller for Ours {
 
     fn wake(&mut self, now: Duration, fleet: &Fleet) -> Option<u32> {
         if self.next_scrape <= now {
-            self.names.clear();
-            for replica in fleet.ready() {
-                self.body.clear();
+            let ready: Vec<_> = fleet.ready().collect();
+            let mut bodies = std::mem::take(&mut self.bodies);
+            bodies.resize_with(bodies.len().max(ready.len()), || {
+                String::with_capacity(64 * 1024)
+            });
+            for (replica, body) in ready.iter().zip(bodies.iter_mut()) {
+                body.clear();
                 let info = RenderInfo {
                     model_name: self
                         .model
@@ -143,18 +158,16 @@ impl Controller for Ours {
                     start_unix_seconds: 1.767e9 + replica.created.as_secs_f64(),
                     http: None,
                 };
-                render(&replica.engine, &info, &mut self.body);
-                let snapshot = exposition::parse(&self.body)
-                    .ok()
-                    .map(|e| PodSnapshot::from_exposition(&e, self.model.as_deref()));
-                self.window.record(now, &replica.name, snapshot);
-                self.names.push(replica.name.clone());
+                render(&replica.engine, &info, body);
             }
-            self.window.retain_pods(&self.names);
-            let signals = self.window.compute(now);
-            let decision = self.policy.decide(now, &signals, &mut self.state);
-            *self.reasons.entry(decision.reason.as_str()).or_default() += 1;
-            self.target = decision.target_replicas;
+            self.observe(
+                now,
+                ready
+                    .iter()
+                    .zip(&bodies)
+                    .map(|(replica, body)| (replica.name.clone(), body.as_str())),
+            );
+            self.bodies = bodies;
             self.next_scrape += self.scrape_interval;
         }
         if self.next_sync <= now {
