@@ -105,23 +105,27 @@ impl ReplicaHandle {
 
 /// Replicas on loopback, added and removed at runtime.
 #[derive(Debug)]
-pub struct Fleet {
+pub struct LoopbackFleet {
     config: ReplicaConfig,
     base_port: u16,
     replicas: Vec<ReplicaHandle>,
 }
 
-impl Fleet {
+impl LoopbackFleet {
     /// Starts `n` replicas; replica `i` listens on `127.0.0.1:base_port + i` (ephemeral ports
     /// when `base_port` is 0).
-    pub async fn start(n: usize, base_port: u16, config: ReplicaConfig) -> anyhow::Result<Fleet> {
+    pub async fn start(
+        n: usize,
+        base_port: u16,
+        config: ReplicaConfig,
+    ) -> anyhow::Result<LoopbackFleet> {
         config.engine.validate()?;
         if base_port != 0 && usize::from(base_port) + n > usize::from(u16::MAX) + 1 {
             anyhow::bail!(
                 "--base-port {base_port} + --replicas {n} runs past port 65535; lower one of them"
             );
         }
-        let mut fleet = Fleet {
+        let mut fleet = LoopbackFleet {
             config,
             base_port,
             replicas: Vec::with_capacity(n),

@@ -22,7 +22,7 @@ pub use config::{
     ConfigError, EngineConfig, MetricsShape, RequestShape, SaturationLimit, SaturationPrediction,
 };
 pub use engine::{Engine, PublishedGauges};
-pub use fleet::{Fleet, ReplicaHandle};
+pub use fleet::{LoopbackFleet, ReplicaHandle};
 pub use http_stats::{HttpObservation, HttpStats};
 pub use metrics::{RenderInfo, render, render_string};
 pub use request::{Event, FinishReason, RejectError, RequestId, RequestRecord, RequestSpec};
@@ -130,7 +130,8 @@ pub fn run(options: EmulateOptions) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let fleet = Fleet::start(options.replicas, options.base_port, config.clone()).await?;
+        let fleet =
+            LoopbackFleet::start(options.replicas, options.base_port, config.clone()).await?;
         let urls = fleet.urls();
         let shown = if urls.len() <= 4 {
             urls.join(" ")

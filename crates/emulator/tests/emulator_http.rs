@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use emulator_common::python_parse;
 use serde_json::{Value, json};
-use vllm_emulator::{EngineConfig, Fleet, MetricsShape, ReplicaConfig};
+use vllm_emulator::{EngineConfig, LoopbackFleet, MetricsShape, ReplicaConfig};
 use vllm_keda_core::exposition;
 
 async fn within<T>(f: impl Future<Output = T>) -> T {
@@ -69,7 +69,7 @@ fn sse_payloads(body: &str) -> Vec<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_openai_routes_and_metrics_match_the_traffic() {
     within(async {
-        let fleet = Fleet::start(2, 0, ReplicaConfig::default()).await.unwrap();
+        let fleet = LoopbackFleet::start(2, 0, ReplicaConfig::default()).await.unwrap();
         let base = fleet.urls()[0].clone();
         let c = client();
         assert_eq!(c.get(format!("{base}/health")).send().await.unwrap().status(), 200);
@@ -182,7 +182,9 @@ async fn serves_openai_routes_and_metrics_match_the_traffic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_clear_errors() {
     within(async {
-        let fleet = Fleet::start(1, 0, ReplicaConfig::default()).await.unwrap();
+        let fleet = LoopbackFleet::start(1, 0, ReplicaConfig::default())
+            .await
+            .unwrap();
         let base = fleet.urls()[0].clone();
         let c = client();
         let cases = [
@@ -232,7 +234,9 @@ async fn bad_requests_get_clear_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_fail_hang_slow_down_and_restart() {
     within(async {
-        let fleet = Fleet::start(1, 0, ReplicaConfig::default()).await.unwrap();
+        let fleet = LoopbackFleet::start(1, 0, ReplicaConfig::default())
+            .await
+            .unwrap();
         let base = fleet.urls()[0].clone();
         let c = client();
         let req = json!({"prompt": "a", "prompt_tokens": 200, "max_tokens": 10});
@@ -313,7 +317,9 @@ async fn faults_fail_hang_slow_down_and_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_goes_away_is_aborted() {
     within(async {
-        let fleet = Fleet::start(1, 0, ReplicaConfig::default()).await.unwrap();
+        let fleet = LoopbackFleet::start(1, 0, ReplicaConfig::default())
+            .await
+            .unwrap();
         let base = fleet.urls()[0].clone();
         let c = client();
         let mut resp = c
@@ -369,7 +375,7 @@ async fn fleet_grows_and_shrinks_on_consecutive_ports_and_serves_v0() {
             if base_port > 65000 {
                 continue;
             }
-            if let Ok(fleet) = Fleet::start(2, base_port, config.clone()).await {
+            if let Ok(fleet) = LoopbackFleet::start(2, base_port, config.clone()).await {
                 started = Some((fleet, base_port));
                 break;
             }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use vllm_emulator::EngineConfig;
-use vllm_keda_tools::demo::fleet::{Fleet, FleetOptions, SERVICE_NAME, slot_ip};
+use vllm_keda_tools::demo::fleet::{DemoFleet, FleetOptions, SERVICE_NAME, slot_ip};
 
 async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(30), future)
@@ -38,7 +38,7 @@ async fn replicas_join_when_ready_and_drain_when_removed() {
     let hosts_file = dir.path().join("hosts");
     let port = vllm_keda_tools::demo::fleet::pick_port().await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let fleet = Fleet::new(
+    let fleet = DemoFleet::new(
         FleetOptions {
             port,
             hosts_file: hosts_file.clone(),

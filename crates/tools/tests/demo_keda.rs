@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 use vllm_emulator::{ReplicaConfig, ReplicaHandle};
 use vllm_keda_service::serve::{self, ServeOptions};
 use vllm_keda_tools::demo::keda::{CallError, KedaHpa};
-use vllm_keda_tools::simulate::controllers::ours_hpa_spec;
+use vllm_keda_tools::keda::ours_hpa_spec;
 
 async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(30), future)

@@ -8,7 +8,7 @@ mod loadtest_support;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use vllm_emulator::{EngineConfig, Fleet, ReplicaConfig, RequestShape};
+use vllm_emulator::{EngineConfig, LoopbackFleet, ReplicaConfig, RequestShape};
 use vllm_keda_tools::loadtest::shape::Arrivals;
 use vllm_keda_tools::loadtest::{LoadtestConfig, LoadtestOptions, execute};
 
@@ -40,7 +40,7 @@ async fn saturation_matches_the_emulators_predicted_capacity() {
         })
         .requests_per_second;
     assert!((23.0..27.0).contains(&predicted), "predicted {predicted}");
-    let fleet = Fleet::start(
+    let fleet = LoopbackFleet::start(
         1,
         0,
         ReplicaConfig {

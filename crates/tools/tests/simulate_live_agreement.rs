@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use vllm_emulator::{Fleet, ReplicaConfig};
+use vllm_emulator::{LoopbackFleet, ReplicaConfig};
 use vllm_keda_core::exposition;
 use vllm_keda_tools::simulate::controllers::Static;
 use vllm_keda_tools::simulate::fleet::{self, FleetSettings};
@@ -52,7 +52,9 @@ async fn live_emulator_and_simulator_agree() {
     let simulated_mean = simulated.iter().sum::<f64>() / simulated.len() as f64;
 
     // Real time, over HTTP.
-    let fleet = Fleet::start(1, 0, ReplicaConfig::default()).await.unwrap();
+    let fleet = LoopbackFleet::start(1, 0, ReplicaConfig::default())
+        .await
+        .unwrap();
     let url = fleet.urls()[0].clone();
     let client = reqwest::Client::new();
     let start = tokio::time::Instant::now();

@@ -93,7 +93,7 @@ pub struct FleetOptions {
 
 /// The replica set. Cheap to clone (shared).
 #[derive(Debug, Clone)]
-pub struct Fleet {
+pub struct DemoFleet {
     inner: Arc<Inner>,
 }
 
@@ -113,7 +113,7 @@ pub fn slot_ip(slot: u32) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, (n >> 8) as u8, (n & 0xff) as u8))
 }
 
-impl Fleet {
+impl DemoFleet {
     /// An empty replica set; events go to `events`.
     pub fn new(options: FleetOptions, events: mpsc::UnboundedSender<Event>) -> Self {
         Self {

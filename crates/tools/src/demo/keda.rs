@@ -4,7 +4,7 @@
 //! Owns: one ScaledObject's calls (every HPA sync: `GetMetricSpec`, `GetMetrics`, `IsActive`
 //! within one 3 s deadline, a failing `GetMetrics`/`IsActive` retried once at once; every KEDA
 //! poll: the same three without a deadline), KEDA's value conversion, and feeding the result to
-//! the HPA model. Does not own: the HPA's formula and behaviour (see [`crate::simulate::hpa`]),
+//! the HPA model. Does not own: the HPA's formula and behaviour (see [`crate::keda::hpa`]),
 //! when syncs happen, or the replicas (see the parent module).
 
 use std::collections::HashMap;
@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use tonic::transport::Channel;
 
-use crate::simulate::controllers::keda_value;
-use crate::simulate::hpa::{AverageValueMetric, Hpa, HpaSpec};
+use crate::keda::hpa::{AverageValueMetric, Hpa, HpaSpec};
+use crate::keda::keda_value;
 use vllm_keda_service::proto::external_scaler_client::ExternalScalerClient;
 use vllm_keda_service::proto::{GetMetricsRequest, MetricSpec, MetricValue, ScaledObjectRef};
 

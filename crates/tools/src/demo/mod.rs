@@ -4,7 +4,7 @@
 //! Owns: the story's settings (shortened periods), wiring the parts together, sending the load,
 //! sampling what happens and writing the results. Does not own: the scaler (started through
 //! [`vllm_keda_service::serve::start`], the production code path), the emulated replicas
-//! ([`vllm_emulator`]), the HPA model ([`crate::simulate::hpa`]), the trace reader
+//! ([`vllm_emulator`]), the HPA model ([`crate::keda`]), the trace reader
 //! ([`crate::trace`]) or the charts ([`crate::plot`]).
 //!
 //! The parts: [`fleet`] plays a Deployment and its headless Service (replicas on 127.0.0.x,

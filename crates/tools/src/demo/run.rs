@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::fleet::{self, Fleet, FleetOptions};
+use super::fleet::{self, DemoFleet, FleetOptions};
 use super::keda::KedaHpa;
 use super::load;
 use super::settings::{NAME, NAMESPACE, Settings, print_intro, settings_json};
@@ -157,9 +157,9 @@ async fn start_fleet(
     settings: &Settings,
     port: u16,
     hosts_file: &Path,
-) -> anyhow::Result<(Fleet, mpsc::UnboundedReceiver<fleet::Event>)> {
+) -> anyhow::Result<(DemoFleet, mpsc::UnboundedReceiver<fleet::Event>)> {
     let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let fleet = Fleet::new(
+    let fleet = DemoFleet::new(
         FleetOptions {
             port,
             hosts_file: hosts_file.to_path_buf(),
@@ -203,7 +203,7 @@ async fn connect_keda(
         NAMESPACE,
         NAME,
         metadata.clone(),
-        crate::simulate::controllers::ours_hpa_spec(1, settings.max_replicas),
+        crate::keda::ours_hpa_spec(1, settings.max_replicas),
     )
     .await?;
     // KEDA polls once when the ScaledObject is created; the scaler starts its loop then.
@@ -235,7 +235,7 @@ impl Tasks {
     fn start(
         keda: KedaHpa,
         requests: Vec<TraceRequest>,
-        fleet: &Fleet,
+        fleet: &DemoFleet,
         settings: &Settings,
         origin: Instant,
     ) -> (Self, mpsc::UnboundedReceiver<(f64, String)>) {
@@ -383,7 +383,7 @@ impl Recorder {
 async fn watch(
     settings: &Settings,
     server: &Server,
-    fleet: &Fleet,
+    fleet: &DemoFleet,
     stats: &LoadStats,
     recorder: &mut Recorder,
     view: &mut View,
@@ -404,10 +404,7 @@ async fn watch(
         let t = recorder.origin.elapsed();
         // This second's log lines from the replicas, the HPA and the scaler, in time order.
         let mut lines = recorder.take_log_lines();
-        let status = server
-            .loops()
-            .find(NAMESPACE, NAME)
-            .map(|so| so.latest());
+        let status = server.loops().find(NAMESPACE, NAME).map(|so| so.latest());
         if let Some(status) = &status {
             lines.extend(recorder.take_scale_lines(status));
         }
@@ -505,11 +502,8 @@ struct Ending {
 }
 
 /// Reads the final state, then stops the scaler and the replicas.
-async fn stop_scaler_and_fleet(server: Server, fleet: &Fleet, view: &mut View) -> Ending {
-    let final_status = server
-        .loops()
-        .find(NAMESPACE, NAME)
-        .map(|so| so.latest());
+async fn stop_scaler_and_fleet(server: Server, fleet: &DemoFleet, view: &mut View) -> Ending {
+    let final_status = server.loops().find(NAMESPACE, NAME).map(|so| so.latest());
     let final_target = final_status
         .as_ref()
         .and_then(|s| s.decision.as_ref())

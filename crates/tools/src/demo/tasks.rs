@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::fleet::Fleet;
+use super::fleet::DemoFleet;
 use super::keda::KedaHpa;
 use super::settings::Settings;
 
@@ -38,7 +38,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn autoscale(
     mut keda: KedaHpa,
-    fleet: Fleet,
+    fleet: DemoFleet,
     settings: Settings,
     origin: Instant,
     stop: CancellationToken,
@@ -94,7 +94,7 @@ pub(super) async fn autoscale(
 /// Sends the shaped requests open-loop, round robin over the ready replicas.
 pub(super) async fn send_load(
     requests: Vec<crate::trace::TraceRequest>,
-    fleet: Fleet,
+    fleet: DemoFleet,
     settings: Settings,
     origin: Instant,
     stop: CancellationToken,

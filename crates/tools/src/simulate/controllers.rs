@@ -24,57 +24,10 @@ use vllm_emulator::{RenderInfo, RequestShape, render};
 use vllm_keda_core::config::ScalerConfig;
 use vllm_keda_core::{Scaler, ScrapeRound, Step};
 
-use super::fleet::{Controller, Fleet};
-use super::hpa::{AverageValueMetric, Hpa, HpaSpec, RatePolicy, ScalingRules, SelectPolicy};
+use super::fleet::{Autoscaler, VirtualFleet};
 use super::prometheus::{PrometheusStore, ReplicaSample};
-
-/// The HPA controller's default sync period.
-pub const HPA_SYNC: Duration = Duration::from_secs(15);
-
-/// KEDA's value conversion: rounded to 3 decimals; negative or NaN become 0.
-pub fn keda_value(v: f64) -> f64 {
-    if v.is_nan() || v < 0.0 {
-        0.0
-    } else {
-        (v * 1000.0).round() / 1000.0
-    }
-}
-
-/// The HPA behaviour we ship beside our scaler: no HPA-side stabilisation or tight limits
-/// (our policy already stabilises and rate-limits), and a zero scale-down tolerance (the
-/// per-HPA `tolerance` of Kubernetes 1.33+) so a one-pod step at 10+ replicas is not swallowed.
-pub fn ours_hpa_spec(min_replicas: u32, max_replicas: u32) -> HpaSpec {
-    let mut spec = HpaSpec::kubernetes_default(min_replicas, max_replicas);
-    spec.scale_down.stabilization = Duration::ZERO;
-    spec.scale_down.tolerance = 0.0;
-    spec
-}
-
-/// The source guide's ScaledObject behaviour.
-pub fn guide_hpa_spec(min_replicas: u32, max_replicas: u32) -> HpaSpec {
-    HpaSpec {
-        min_replicas,
-        max_replicas,
-        scale_up: ScalingRules {
-            stabilization: Duration::from_secs(30),
-            policies: vec![RatePolicy::Pods {
-                value: 2,
-                period: Duration::from_secs(60),
-            }],
-            select: SelectPolicy::Max,
-            tolerance: 0.1,
-        },
-        scale_down: ScalingRules {
-            stabilization: Duration::from_secs(300),
-            policies: vec![RatePolicy::Pods {
-                value: 1,
-                period: Duration::from_secs(120),
-            }],
-            select: SelectPolicy::Max,
-            tolerance: 0.1,
-        },
-    }
-}
+use crate::keda::hpa::{AverageValueMetric, Hpa};
+use crate::keda::{HPA_SYNC, guide_hpa_spec, keda_value, ours_hpa_spec};
 
 /// Our scaler, through the production path: the core's [`Scaler`], the same entry point the
 /// service's control loop calls, fed with the bodies the ready replicas render.
@@ -135,12 +88,12 @@ impl Ours {
     }
 }
 
-impl Controller for Ours {
+impl Autoscaler for Ours {
     fn next_wake(&self) -> Option<Duration> {
         Some(self.next_scrape.min(self.next_sync))
     }
 
-    fn wake(&mut self, now: Duration, fleet: &Fleet) -> Option<u32> {
+    fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
         if self.next_scrape <= now {
             let ready: Vec<_> = fleet.ready().collect();
             let mut bodies = std::mem::take(&mut self.bodies);
@@ -240,12 +193,12 @@ impl PrometheusKeda {
     }
 }
 
-impl Controller for PrometheusKeda {
+impl Autoscaler for PrometheusKeda {
     fn next_wake(&self) -> Option<Duration> {
         Some(self.next_scrape.min(self.next_sync))
     }
 
-    fn wake(&mut self, now: Duration, fleet: &Fleet) -> Option<u32> {
+    fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
         if self.next_scrape <= now {
             let mut seen = BTreeSet::new();
             for replica in fleet.ready() {
@@ -455,12 +408,12 @@ impl Kpa {
     }
 }
 
-impl Controller for Kpa {
+impl Autoscaler for Kpa {
     fn next_wake(&self) -> Option<Duration> {
         Some(self.next_tick)
     }
 
-    fn wake(&mut self, now: Duration, fleet: &Fleet) -> Option<u32> {
+    fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
         if self.next_tick > now {
             return None;
         }
@@ -480,12 +433,12 @@ impl Controller for Kpa {
 #[derive(Debug, Clone, Copy)]
 pub struct Static;
 
-impl Controller for Static {
+impl Autoscaler for Static {
     fn next_wake(&self) -> Option<Duration> {
         None
     }
 
-    fn wake(&mut self, _now: Duration, _fleet: &Fleet) -> Option<u32> {
+    fn wake(&mut self, _now: Duration, _fleet: &VirtualFleet) -> Option<u32> {
         None
     }
 }
@@ -591,12 +544,12 @@ impl Oracle {
     }
 }
 
-impl Controller for Oracle {
+impl Autoscaler for Oracle {
     fn next_wake(&self) -> Option<Duration> {
         self.plan.get(self.next).map(|p| p.0)
     }
 
-    fn wake(&mut self, now: Duration, _fleet: &Fleet) -> Option<u32> {
+    fn wake(&mut self, now: Duration, _fleet: &VirtualFleet) -> Option<u32> {
         let mut target = None;
         while self.plan.get(self.next).is_some_and(|p| p.0 <= now) {
             target = Some(self.plan[self.next].1);

@@ -1,6 +1,6 @@
 //! The simulated fleet: emulated engines in virtual time, a router, replicas that take a
 //! start-up delay before they serve and drain before they go, and the loop that drives a
-//! [`Controller`] (a scaling policy with its actuation path) against them.
+//! [`Autoscaler`] (a scaling policy with its actuation path) against them.
 //!
 //! Owns: virtual time (it never sleeps), replica lifecycles, routing, the per-request outcomes
 //! and the replica-seconds bill. Does not own: the engine model ([`vllm_emulator`]) or any
@@ -71,7 +71,7 @@ pub struct Replica {
 
 /// The fleet as a controller sees it.
 #[derive(Debug)]
-pub struct Fleet {
+pub struct VirtualFleet {
     settings: FleetSettings,
     replicas: Vec<Replica>,
     next_id: u64,
@@ -85,7 +85,7 @@ pub struct Fleet {
     desired: u32,
 }
 
-impl Fleet {
+impl VirtualFleet {
     fn new(settings: FleetSettings, requests: &[TraceRequest], initial: u32) -> Self {
         let mut fleet = Self {
             settings,
@@ -291,12 +291,12 @@ impl Fleet {
 }
 
 /// A scaling policy with its actuation path, driven by the fleet loop.
-pub trait Controller {
+pub trait Autoscaler {
     /// The next instant it wants to act, if any.
     fn next_wake(&self) -> Option<Duration>;
     /// Acts at `now` (every engine is advanced to `now` first); returns the replica count to
     /// ask for, if it sets one.
-    fn wake(&mut self, now: Duration, fleet: &Fleet) -> Option<u32>;
+    fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32>;
 }
 
 /// One point of the time series kept for plots.
@@ -334,11 +334,11 @@ pub fn run(
     requests: &[TraceRequest],
     settings: &FleetSettings,
     initial: u32,
-    controller: &mut dyn Controller,
+    controller: &mut dyn Autoscaler,
 ) -> RunResult {
     let horizon = requests.last().map_or(Duration::ZERO, |r| r.arrival);
     let end = horizon + settings.drain_limit;
-    let mut fleet = Fleet::new(settings.clone(), requests, initial);
+    let mut fleet = VirtualFleet::new(settings.clone(), requests, initial);
     let mut events = Vec::new();
     let mut series = Vec::new();
     let mut next_arrival = 0usize;

@@ -11,7 +11,6 @@
 
 pub mod controllers;
 pub mod fleet;
-pub mod hpa;
 pub mod prometheus;
 pub mod report;
 pub mod scenario;
@@ -29,7 +28,7 @@ use vllm_keda_core::config::ScalerConfig;
 use controllers::{
     Kpa, KpaSettings, Oracle, OracleSettings, Ours, PrometheusKeda, PrometheusKedaSettings, Static,
 };
-use fleet::{Controller, FleetSettings, RunResult};
+use fleet::{Autoscaler, FleetSettings, RunResult};
 use report::{PolicyReport, SloTargets};
 use scenario::Scenario;
 
@@ -217,7 +216,7 @@ impl Simulation {
             self.max_replicas,
         );
         let opening = oracle.initial();
-        let (initial, mut controller): (u32, Box<dyn Controller>) = match policy {
+        let (initial, mut controller): (u32, Box<dyn Autoscaler>) = match policy {
             PolicySpec::Ours => {
                 let initial =
                     opening.clamp(self.ours.policy.min_replicas, self.ours.policy.max_replicas);

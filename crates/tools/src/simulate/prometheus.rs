@@ -5,7 +5,7 @@
 //! Owns: the stored samples and the two queries of the guide's ScaledObject
 //! (`sum(vllm:num_requests_waiting)` and
 //! `histogram_quantile(0.95, sum(rate(vllm:e2e_request_latency_seconds_bucket[1m])) by (le))`).
-//! Does not own: the HPA ([`super::hpa`]) or the replicas.
+//! Does not own: the HPA ([`crate::keda::hpa`]) or the replicas.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
