@@ -18,6 +18,7 @@
 //! `vllm-keda-service` crate), or emulating and simulating a fleet (`vllm-emulator`,
 //! `vllm-keda-tools`).
 
+pub mod catalog;
 pub mod config;
 pub mod exposition;
 pub mod policy;

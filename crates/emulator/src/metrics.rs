@@ -1,17 +1,22 @@
 //! Rendering an engine's state as a vLLM `/metrics` body, byte-compatible with what vLLM's
 //! `prometheus_client` writes.
 //!
-//! Owns: [`render`] (V1 or V0 layout, chosen by the engine's [`MetricsShape`]): which families
-//! exist, their HELP texts, order and labels. Does not own the numbers (see [`super::stats`]),
-//! the text formatting (see [`super::text`]) or serving them (see [`super::server`]).
+//! Owns: [`render`], one renderer for both layouts: which families a body carries and in which
+//! order ([`V1_FAMILIES`], [`V0_FAMILIES`]), where each family's number comes from, and the
+//! per-layout conventions (process collector, `_created` gauges, histogram sample order).
+//! Names, HELP texts, labels and buckets come from [`vllm_keda_core::catalog`]. Does not own
+//! the numbers (see [`super::stats`]), the text formatting (see [`super::text`]) or serving
+//! them (see [`super::server`]).
 //!
 //! Layout follows the fixtures: family order, HELP texts, label order (sorted by name), bucket
 //! lists, `_created` gauges in V1, `_sum`-first histograms and no `_created` in V0.
 
+use vllm_keda_core::catalog::{Kind, Metric, Series, Version, label};
+
 use super::config::MetricsShape;
 use super::engine::{Engine, FinishReason};
 use super::http_stats::HttpStats;
-use super::stats::{Histogram, V0_MODEL_TIME_MS_BUCKETS};
+use super::stats::Histogram;
 use super::text::Writer;
 
 /// What a body says about the replica besides the engine's own numbers.
@@ -34,15 +39,300 @@ pub fn render_string(engine: &Engine, info: &RenderInfo<'_>) -> String {
     out
 }
 
-/// Appends a full `/metrics` body (text format 0.0.4) for `engine` to `out`.
-pub fn render(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
-    match engine.config().metrics_shape {
-        MetricsShape::V1 => render_v1(engine, info, out),
-        MetricsShape::V0 => render_v0(engine, info, out),
+/// The vLLM families a V1 body carries, in the order vLLM writes them.
+pub const V1_FAMILIES: &[Metric] = &[
+    Metric::RequestsRunning,
+    Metric::RequestsWaiting,
+    Metric::EngineSleepState,
+    Metric::KvCacheUsage,
+    Metric::PrefixCacheQueries,
+    Metric::PrefixCacheHits,
+    Metric::ExternalPrefixCacheQueries,
+    Metric::ExternalPrefixCacheHits,
+    Metric::MmCacheQueries,
+    Metric::MmCacheHits,
+    Metric::Preemptions,
+    Metric::PromptTokens,
+    Metric::GenerationTokens,
+    Metric::RequestSuccess,
+    Metric::RequestPromptTokens,
+    Metric::RequestGenerationTokens,
+    Metric::IterationTokens,
+    Metric::RequestMaxNumGenerationTokens,
+    Metric::RequestParamsN,
+    Metric::RequestParamsMaxTokens,
+    Metric::TimeToFirstToken,
+    Metric::InterTokenLatency,
+    Metric::RequestTimePerOutputToken,
+    Metric::E2eRequestLatency,
+    Metric::RequestQueueTime,
+    Metric::RequestInferenceTime,
+    Metric::RequestPrefillTime,
+    Metric::RequestDecodeTime,
+    Metric::CacheConfigInfo,
+];
+
+/// The vLLM families a V0 body carries, in the order the multiprocess collector writes them.
+pub const V0_FAMILIES: &[Metric] = &[
+    Metric::PromptTokens,
+    Metric::GenerationTokens,
+    Metric::Tokens,
+    Metric::Preemptions,
+    Metric::RequestSuccess,
+    Metric::TimeToFirstToken,
+    Metric::InterTokenLatency,
+    Metric::E2eRequestLatency,
+    Metric::RequestQueueTime,
+    Metric::RequestInferenceTime,
+    Metric::RequestPrefillTime,
+    Metric::RequestDecodeTime,
+    Metric::TimeInQueueRequests,
+    Metric::RequestPromptTokens,
+    Metric::RequestGenerationTokens,
+    Metric::RequestMaxNumGenerationTokens,
+    Metric::RequestParamsN,
+    Metric::RequestParamsMaxTokens,
+    Metric::IterationTokens,
+    Metric::ModelForwardTime,
+    Metric::ModelExecuteTime,
+    Metric::RequestsRunning,
+    Metric::RequestsWaiting,
+    Metric::RequestsSwapped,
+    Metric::KvCacheUsage,
+    Metric::CpuCacheUsage,
+    Metric::CpuPrefixCacheHitRate,
+    Metric::GpuPrefixCacheHitRate,
+    Metric::SpecDecodeDraftAcceptanceRate,
+    Metric::SpecDecodeEfficiency,
+    Metric::CacheConfigInfo,
+];
+
+/// What differs between the two layouts besides the catalog's names, labels and buckets.
+struct Layout {
+    version: Version,
+    families: &'static [Metric],
+    /// `python_*` and `process_*` families first (absent in multiprocess mode).
+    process_collector: bool,
+    /// `_created` gauges after counters and histograms (absent in multiprocess mode).
+    created: bool,
+    /// Histograms as `_sum`, buckets, `_count` (multiprocess) instead of buckets, `_count`, `_sum`.
+    sum_first: bool,
+    /// The API server's `http_*` families, when the replica serves HTTP.
+    http: bool,
+    /// Finish reasons that get a `request_success` child.
+    finish_reasons: &'static [FinishReason],
+}
+
+impl Layout {
+    fn of(shape: MetricsShape) -> Self {
+        match shape {
+            MetricsShape::V1 => Layout {
+                version: Version::V1,
+                families: V1_FAMILIES,
+                process_collector: true,
+                created: true,
+                sum_first: false,
+                http: true,
+                finish_reasons: &FinishReason::ALL,
+            },
+            MetricsShape::V0 => Layout {
+                version: Version::V0,
+                families: V0_FAMILIES,
+                process_collector: false,
+                created: false,
+                sum_first: true,
+                http: false,
+                finish_reasons: &[FinishReason::Stop, FinishReason::Length],
+            },
+        }
     }
 }
 
-fn process_metrics(w: &mut Writer<'_>, start_unix_seconds: f64) {
+/// Appends a full `/metrics` body (text format 0.0.4) for `engine` to `out`.
+pub fn render(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
+    let layout = Layout::of(engine.config().metrics_shape);
+    let version = layout.version;
+    let mut w = Writer::new(
+        out,
+        Vec::new(),
+        layout.created.then_some(info.start_unix_seconds),
+    );
+    if layout.process_collector {
+        process_metrics(&mut w, version, info.start_unix_seconds);
+    }
+    let engine_index = info.engine_index.to_string();
+    let all_base = Writer::base_labels(&[
+        (label::ENGINE, &engine_index),
+        (label::MODEL_NAME, info.model_name),
+    ]);
+    // Which of `all_base` `w.base` holds; rebuilt only when a family's labels differ.
+    let mut base_key = (false, false);
+    for &metric in layout.families {
+        let family = metric.family();
+        let Some(series) = family.series(version) else {
+            debug_assert!(false, "{metric:?} is not a {version:?} family");
+            continue;
+        };
+        let key = (
+            series.labels.contains(&label::ENGINE),
+            series.labels.contains(&label::MODEL_NAME),
+        );
+        if key != base_key {
+            w.base = all_base
+                .iter()
+                .filter(|(k, _)| series.labels.contains(k))
+                .cloned()
+                .collect();
+            base_key = key;
+        }
+        family_samples(&mut w, engine, &layout, metric, family.kind, series);
+    }
+    if let Some(http) = info.http.filter(|_| layout.http) {
+        w.base.clear();
+        http.render(&mut w);
+    }
+}
+
+/// One family's HELP, TYPE and samples.
+fn family_samples(
+    w: &mut Writer<'_>,
+    engine: &Engine,
+    layout: &Layout,
+    metric: Metric,
+    kind: Kind,
+    series: &Series,
+) {
+    let stats = engine.stats();
+    let gauges = engine.published_gauges();
+    let (name, help) = (series.name, series.help);
+    let none: &[(&str, &str)] = &[];
+    match metric {
+        Metric::EngineSleepState => {
+            w.header(name, help, kind.as_str());
+            for (state, v) in [
+                ("awake", 1.0),
+                ("weights_offloaded", 0.0),
+                ("discard_all", 0.0),
+            ] {
+                w.sample(name, "", &[(label::SLEEP_STATE, state)], v);
+            }
+        }
+        Metric::CacheConfigInfo => {
+            let cfg = engine.config();
+            let block_size = cfg.block_size.to_string();
+            let blocks = cfg.num_gpu_blocks.to_string();
+            let extra: Vec<(&str, &str)> = series
+                .labels
+                .iter()
+                .filter(|l| **l != label::ENGINE && **l != label::MODEL_NAME)
+                .map(|l| {
+                    let value = match *l {
+                        "block_size" => &block_size,
+                        "num_gpu_blocks" => &blocks,
+                        other => cache_config_value(layout.version, other),
+                    };
+                    (*l, value)
+                })
+                .collect();
+            w.header(name, help, kind.as_str());
+            w.sample(name, "", &extra, 1.0);
+        }
+        Metric::RequestSuccess => {
+            let reasons: Vec<[(&str, &str); 1]> = layout
+                .finish_reasons
+                .iter()
+                .map(|r| [(label::FINISHED_REASON, r.as_str())])
+                .collect();
+            let children: Vec<(&[(&str, &str)], f64)> = layout
+                .finish_reasons
+                .iter()
+                .zip(&reasons)
+                .map(|(r, l)| (&l[..], stats.finished(*r) as f64))
+                .collect();
+            w.counter(name, help, &children);
+        }
+        _ => match kind {
+            Kind::Gauge => {
+                let value = match metric {
+                    Metric::RequestsRunning => gauges.running as f64,
+                    Metric::RequestsWaiting => gauges.waiting as f64,
+                    Metric::KvCacheUsage => gauges.kv_cache_usage,
+                    // Hit rates are -1 until a prefix cache is queried.
+                    Metric::CpuPrefixCacheHitRate | Metric::GpuPrefixCacheHitRate => -1.0,
+                    _ => 0.0,
+                };
+                w.gauge(name, help, value);
+            }
+            Kind::Counter => {
+                let value = match metric {
+                    Metric::PrefixCacheQueries => stats.prefix_cache_queries_total,
+                    Metric::Preemptions => stats.num_preemptions_total,
+                    Metric::PromptTokens => stats.prompt_tokens_total,
+                    Metric::GenerationTokens => stats.generation_tokens_total,
+                    Metric::Tokens => stats.prompt_tokens_total + stats.generation_tokens_total,
+                    _ => 0,
+                };
+                w.counter(name, help, &[(none, value as f64)]);
+            }
+            Kind::Histogram => {
+                let empty;
+                let h = match metric {
+                    Metric::RequestPromptTokens => &stats.request_prompt_tokens,
+                    Metric::RequestGenerationTokens => &stats.request_generation_tokens,
+                    Metric::IterationTokens => &stats.iteration_tokens,
+                    Metric::RequestMaxNumGenerationTokens => {
+                        &stats.request_max_num_generation_tokens
+                    }
+                    Metric::RequestParamsN => &stats.request_params_n,
+                    Metric::RequestParamsMaxTokens => &stats.request_params_max_tokens,
+                    Metric::TimeToFirstToken => &stats.time_to_first_token,
+                    Metric::InterTokenLatency => &stats.inter_token_latency,
+                    Metric::RequestTimePerOutputToken => &stats.request_time_per_output_token,
+                    Metric::E2eRequestLatency => &stats.e2e_request_latency,
+                    Metric::RequestQueueTime | Metric::TimeInQueueRequests => {
+                        &stats.request_queue_time
+                    }
+                    Metric::RequestInferenceTime => &stats.request_inference_time,
+                    Metric::RequestPrefillTime => &stats.request_prefill_time,
+                    Metric::RequestDecodeTime => &stats.request_decode_time,
+                    // Model forward/execute times are collected only on request: never observed.
+                    _ => {
+                        empty = Histogram::new(series.buckets);
+                        &empty
+                    }
+                };
+                w.histogram(name, help, h, layout.sum_first);
+            }
+        },
+    }
+}
+
+/// A `vllm:cache_config_info` label value besides `block_size` and `num_gpu_blocks`: the
+/// emulated replica's fixed configuration (prefix caching on in V1, CPU swap blocks in V0).
+fn cache_config_value(version: Version, label: &str) -> &'static str {
+    match (label, version) {
+        ("enable_prefix_caching", Version::V1) => "True",
+        ("num_cpu_blocks", Version::V0) => "2048",
+        ("cache_dtype", _) => "auto",
+        ("cpu_offload_gb", _) => "0",
+        (label::GPU_MEMORY_UTILIZATION, _) => "0.9",
+        ("prefix_caching_hash_algo", _) => "sha256",
+        ("swap_space", _) => "4",
+        ("swap_space_bytes", _) => "4294967296",
+        (
+            "enable_prefix_caching"
+            | "calculate_kv_scales"
+            | "is_attention_free"
+            | "kv_sharing_fast_prefill",
+            _,
+        ) => "False",
+        // Unset options (`num_cpu_blocks` in V1, overrides, sliding window).
+        _ => "None",
+    }
+}
+
+/// `prometheus_client`'s default process and GC collectors (single-process mode only).
+fn process_metrics(w: &mut Writer<'_>, version: Version, start_unix_seconds: f64) {
     let gc = [
         (
             "python_gc_objects_collected_total",
@@ -89,11 +379,9 @@ fn process_metrics(w: &mut Writer<'_>, start_unix_seconds: f64) {
         "Resident memory size in bytes.",
         3.291705344e9,
     );
-    w.gauge(
-        "process_start_time_seconds",
-        "Start time of the process since unix epoch in seconds.",
-        start_unix_seconds,
-    );
+    if let Some(start) = Metric::ProcessStartTime.family().series(version) {
+        w.gauge(start.name, start.help, start_unix_seconds);
+    }
     w.header(
         "process_cpu_seconds_total",
         "Total user and system CPU time spent in seconds.",
@@ -109,425 +397,5 @@ fn process_metrics(w: &mut Writer<'_>, start_unix_seconds: f64) {
         "process_max_fds",
         "Maximum number of open file descriptors.",
         1048576.0,
-    );
-}
-
-const HELP_PROMPT_TOKENS: &str = "Number of prefill tokens processed.";
-const HELP_GENERATION_TOKENS: &str = "Number of generation tokens processed.";
-const HELP_PREEMPTIONS: &str = "Cumulative number of preemption from the engine.";
-const HELP_SUCCESS: &str = "Count of successfully processed requests.";
-const HELP_ITERATION: &str = "Histogram of number of tokens per engine_step.";
-const HELP_MAX_GEN: &str = "Histogram of maximum number of requested generation tokens.";
-const HELP_N: &str = "Histogram of the n request parameter.";
-const HELP_MAX_TOKENS: &str = "Histogram of the max_tokens request parameter.";
-const HELP_TTFT: &str = "Histogram of time to first token in seconds.";
-const HELP_QUEUE: &str = "Histogram of time spent in WAITING phase for request.";
-const HELP_INFERENCE: &str = "Histogram of time spent in RUNNING phase for request.";
-const HELP_PREFILL: &str = "Histogram of time spent in PREFILL phase for request.";
-const HELP_DECODE: &str = "Histogram of time spent in DECODE phase for request.";
-const HELP_WAITING: &str = "Number of requests waiting to be processed.";
-
-fn render_v1(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
-    let stats = engine.stats();
-    let mut plain = Writer::new(out, Vec::new(), Some(info.start_unix_seconds));
-    process_metrics(&mut plain, info.start_unix_seconds);
-    let mut w = Writer::new(
-        plain.out,
-        Writer::base_labels(&[
-            ("engine", &info.engine_index.to_string()),
-            ("model_name", info.model_name),
-        ]),
-        Some(info.start_unix_seconds),
-    );
-    w.gauge(
-        "vllm:num_requests_running",
-        "Number of requests in model execution batches.",
-        engine.published_gauges().running as f64,
-    );
-    w.gauge(
-        "vllm:num_requests_waiting",
-        HELP_WAITING,
-        engine.published_gauges().waiting as f64,
-    );
-    let sleep = "vllm:engine_sleep_state";
-    w.header(
-        sleep,
-        "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; \
-         weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
-        "gauge",
-    );
-    for (state, v) in [
-        ("awake", 1.0),
-        ("weights_offloaded", 0.0),
-        ("discard_all", 0.0),
-    ] {
-        w.sample(sleep, "", &[("sleep_state", state)], v);
-    }
-    w.gauge(
-        "vllm:kv_cache_usage_perc",
-        "KV-cache usage. 1 means 100 percent usage.",
-        engine.published_gauges().kv_cache_usage,
-    );
-    let none: &[(&str, &str)] = &[];
-    let queries = stats.prefix_cache_queries_total as f64;
-    for (stem, help, v) in [
-        (
-            "vllm:prefix_cache_queries",
-            "Prefix cache queries, in terms of number of queried tokens.",
-            queries,
-        ),
-        (
-            "vllm:prefix_cache_hits",
-            "Prefix cache hits, in terms of number of cached tokens.",
-            0.0,
-        ),
-        (
-            "vllm:external_prefix_cache_queries",
-            "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
-            0.0,
-        ),
-        (
-            "vllm:external_prefix_cache_hits",
-            "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
-            0.0,
-        ),
-        (
-            "vllm:mm_cache_queries",
-            "Multi-modal cache queries, in terms of number of queried items.",
-            0.0,
-        ),
-        (
-            "vllm:mm_cache_hits",
-            "Multi-modal cache hits, in terms of number of cached items.",
-            0.0,
-        ),
-        (
-            "vllm:num_preemptions",
-            HELP_PREEMPTIONS,
-            stats.num_preemptions_total as f64,
-        ),
-        (
-            "vllm:prompt_tokens",
-            HELP_PROMPT_TOKENS,
-            stats.prompt_tokens_total as f64,
-        ),
-        (
-            "vllm:generation_tokens",
-            HELP_GENERATION_TOKENS,
-            stats.generation_tokens_total as f64,
-        ),
-    ] {
-        w.counter(stem, help, &[(none, v)]);
-    }
-    let reasons: Vec<[(&str, &str); 1]> = FinishReason::ALL
-        .iter()
-        .map(|r| [("finished_reason", r.as_str())])
-        .collect();
-    let children: Vec<(&[(&str, &str)], f64)> = FinishReason::ALL
-        .iter()
-        .zip(&reasons)
-        .map(|(r, l)| (&l[..], stats.finished(*r) as f64))
-        .collect();
-    w.counter("vllm:request_success", HELP_SUCCESS, &children);
-    let hists: [(&str, &str, &Histogram); 14] = [
-        (
-            "vllm:request_prompt_tokens",
-            HELP_PROMPT_TOKENS,
-            &stats.request_prompt_tokens,
-        ),
-        (
-            "vllm:request_generation_tokens",
-            HELP_GENERATION_TOKENS,
-            &stats.request_generation_tokens,
-        ),
-        (
-            "vllm:iteration_tokens_total",
-            HELP_ITERATION,
-            &stats.iteration_tokens,
-        ),
-        (
-            "vllm:request_max_num_generation_tokens",
-            HELP_MAX_GEN,
-            &stats.request_max_num_generation_tokens,
-        ),
-        ("vllm:request_params_n", HELP_N, &stats.request_params_n),
-        (
-            "vllm:request_params_max_tokens",
-            HELP_MAX_TOKENS,
-            &stats.request_params_max_tokens,
-        ),
-        (
-            "vllm:time_to_first_token_seconds",
-            HELP_TTFT,
-            &stats.time_to_first_token,
-        ),
-        (
-            "vllm:inter_token_latency_seconds",
-            "Histogram of inter-token latency in seconds.",
-            &stats.inter_token_latency,
-        ),
-        (
-            "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.",
-            &stats.request_time_per_output_token,
-        ),
-        (
-            "vllm:e2e_request_latency_seconds",
-            "Histogram of e2e request latency in seconds.",
-            &stats.e2e_request_latency,
-        ),
-        (
-            "vllm:request_queue_time_seconds",
-            HELP_QUEUE,
-            &stats.request_queue_time,
-        ),
-        (
-            "vllm:request_inference_time_seconds",
-            HELP_INFERENCE,
-            &stats.request_inference_time,
-        ),
-        (
-            "vllm:request_prefill_time_seconds",
-            HELP_PREFILL,
-            &stats.request_prefill_time,
-        ),
-        (
-            "vllm:request_decode_time_seconds",
-            HELP_DECODE,
-            &stats.request_decode_time,
-        ),
-    ];
-    for (name, help, h) in hists {
-        w.histogram(name, help, h, false);
-    }
-    let cfg = engine.config();
-    let block_size = cfg.block_size.to_string();
-    let blocks = cfg.num_gpu_blocks.to_string();
-    w.base.retain(|(k, _)| *k != "model_name");
-    w.header(
-        "vllm:cache_config_info",
-        "Information of the LLMEngine CacheConfig",
-        "gauge",
-    );
-    w.sample(
-        "vllm:cache_config_info",
-        "",
-        &[
-            ("block_size", &block_size),
-            ("cache_dtype", "auto"),
-            ("calculate_kv_scales", "False"),
-            ("cpu_offload_gb", "0"),
-            ("enable_prefix_caching", "True"),
-            ("gpu_memory_utilization", "0.9"),
-            ("is_attention_free", "False"),
-            ("kv_sharing_fast_prefill", "False"),
-            ("num_cpu_blocks", "None"),
-            ("num_gpu_blocks", &blocks),
-            ("num_gpu_blocks_override", "None"),
-            ("prefix_caching_hash_algo", "sha256"),
-            ("sliding_window", "None"),
-            ("swap_space", "4"),
-        ],
-        1.0,
-    );
-    if let Some(http) = info.http {
-        w.base.clear();
-        http.render(&mut w);
-    }
-}
-
-fn render_v0(engine: &Engine, info: &RenderInfo<'_>, out: &mut String) {
-    let stats = engine.stats();
-    let mut w = Writer::new(
-        out,
-        Writer::base_labels(&[("model_name", info.model_name)]),
-        None,
-    );
-    let none: &[(&str, &str)] = &[];
-    let prompt = stats.prompt_tokens_total as f64;
-    let generation = stats.generation_tokens_total as f64;
-    w.counter("vllm:prompt_tokens", HELP_PROMPT_TOKENS, &[(none, prompt)]);
-    w.counter(
-        "vllm:generation_tokens",
-        HELP_GENERATION_TOKENS,
-        &[(none, generation)],
-    );
-    w.counter(
-        "vllm:tokens",
-        "Number of prefill plus generation tokens processed.",
-        &[(none, prompt + generation)],
-    );
-    w.counter(
-        "vllm:num_preemptions",
-        HELP_PREEMPTIONS,
-        &[(none, stats.num_preemptions_total as f64)],
-    );
-    w.counter(
-        "vllm:request_success",
-        HELP_SUCCESS,
-        &[
-            (
-                &[("finished_reason", "stop")],
-                stats.finished(FinishReason::Stop) as f64,
-            ),
-            (
-                &[("finished_reason", "length")],
-                stats.finished(FinishReason::Length) as f64,
-            ),
-        ],
-    );
-    let empty_ms = Histogram::new(V0_MODEL_TIME_MS_BUCKETS);
-    let hists: [(&str, &str, &Histogram); 16] = [
-        (
-            "vllm:time_to_first_token_seconds",
-            HELP_TTFT,
-            &stats.time_to_first_token,
-        ),
-        (
-            "vllm:time_per_output_token_seconds",
-            "Histogram of time per output token in seconds.",
-            &stats.inter_token_latency,
-        ),
-        (
-            "vllm:e2e_request_latency_seconds",
-            "Histogram of end to end request latency in seconds.",
-            &stats.e2e_request_latency,
-        ),
-        (
-            "vllm:request_queue_time_seconds",
-            HELP_QUEUE,
-            &stats.request_queue_time,
-        ),
-        (
-            "vllm:request_inference_time_seconds",
-            HELP_INFERENCE,
-            &stats.request_inference_time,
-        ),
-        (
-            "vllm:request_prefill_time_seconds",
-            HELP_PREFILL,
-            &stats.request_prefill_time,
-        ),
-        (
-            "vllm:request_decode_time_seconds",
-            HELP_DECODE,
-            &stats.request_decode_time,
-        ),
-        (
-            "vllm:time_in_queue_requests",
-            "Histogram of time the request spent in the queue in seconds.",
-            &stats.request_queue_time,
-        ),
-        (
-            "vllm:request_prompt_tokens",
-            HELP_PROMPT_TOKENS,
-            &stats.request_prompt_tokens,
-        ),
-        (
-            "vllm:request_generation_tokens",
-            HELP_GENERATION_TOKENS,
-            &stats.request_generation_tokens,
-        ),
-        (
-            "vllm:request_max_num_generation_tokens",
-            HELP_MAX_GEN,
-            &stats.request_max_num_generation_tokens,
-        ),
-        ("vllm:request_params_n", HELP_N, &stats.request_params_n),
-        (
-            "vllm:request_params_max_tokens",
-            HELP_MAX_TOKENS,
-            &stats.request_params_max_tokens,
-        ),
-        (
-            "vllm:iteration_tokens_total",
-            HELP_ITERATION,
-            &stats.iteration_tokens,
-        ),
-        (
-            "vllm:model_forward_time_milliseconds",
-            "Histogram of time spent in the model forward pass in ms.",
-            &empty_ms,
-        ),
-        (
-            "vllm:model_execute_time_milliseconds",
-            "Histogram of time spent in the model execute function in ms.",
-            &empty_ms,
-        ),
-    ];
-    for (name, help, h) in hists {
-        w.histogram(name, help, h, true);
-    }
-    w.gauge(
-        "vllm:num_requests_running",
-        "Number of requests currently running on GPU.",
-        engine.published_gauges().running as f64,
-    );
-    w.gauge(
-        "vllm:num_requests_waiting",
-        HELP_WAITING,
-        engine.published_gauges().waiting as f64,
-    );
-    w.gauge(
-        "vllm:num_requests_swapped",
-        "Number of requests swapped to CPU.",
-        0.0,
-    );
-    w.gauge(
-        "vllm:gpu_cache_usage_perc",
-        "GPU KV-cache usage. 1 means 100 percent usage.",
-        engine.published_gauges().kv_cache_usage,
-    );
-    w.gauge(
-        "vllm:cpu_cache_usage_perc",
-        "CPU KV-cache usage. 1 means 100 percent usage.",
-        0.0,
-    );
-    w.gauge(
-        "vllm:cpu_prefix_cache_hit_rate",
-        "CPU prefix cache block hit rate.",
-        -1.0,
-    );
-    w.gauge(
-        "vllm:gpu_prefix_cache_hit_rate",
-        "GPU prefix cache block hit rate.",
-        -1.0,
-    );
-    w.gauge(
-        "vllm:spec_decode_draft_acceptance_rate",
-        "Speulative token acceptance rate.",
-        0.0,
-    );
-    w.gauge(
-        "vllm:spec_decode_efficiency",
-        "Speculative decoding system efficiency.",
-        0.0,
-    );
-    let cfg = engine.config();
-    let block_size = cfg.block_size.to_string();
-    let blocks = cfg.num_gpu_blocks.to_string();
-    w.base.clear();
-    w.header(
-        "vllm:cache_config_info",
-        "Information of the LLMEngine CacheConfig",
-        "gauge",
-    );
-    w.sample(
-        "vllm:cache_config_info",
-        "",
-        &[
-            ("block_size", &block_size),
-            ("cache_dtype", "auto"),
-            ("cpu_offload_gb", "0"),
-            ("enable_prefix_caching", "False"),
-            ("gpu_memory_utilization", "0.9"),
-            ("is_attention_free", "False"),
-            ("num_cpu_blocks", "2048"),
-            ("num_gpu_blocks", &blocks),
-            ("num_gpu_blocks_override", "None"),
-            ("sliding_window", "None"),
-            ("swap_space_bytes", "4294967296"),
-        ],
-        1.0,
     );
 }

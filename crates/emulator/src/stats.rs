@@ -1,7 +1,10 @@
 //! The engine's cumulative statistics: vLLM's counters and histograms, with vLLM's bucket lists.
 //!
-//! Owns: [`Histogram`], [`EngineStats`] and the bucket tables of both metric shapes. Updated by
-//! [`super::engine`] as it steps; read by [`super::metrics`] to render a body. Does not render.
+//! Owns: [`Histogram`] and [`EngineStats`]. Bucket tables come from
+//! [`vllm_keda_core::catalog`]. Updated by [`super::engine`] as it steps; read by
+//! [`super::metrics`] to render a body. Does not render.
+
+use vllm_keda_core::catalog::{Metric, Version};
 
 use super::config::MetricsShape;
 use super::engine::FinishReason;
@@ -67,54 +70,14 @@ impl Histogram {
     }
 }
 
-/// vLLM 1-2-5 token buckets (as served for the fixture's model length).
-pub const TOKEN_BUCKETS: &[f64] = &[
-    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0, 20000.0,
-];
-/// `request_params_n` buckets.
-pub const N_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0];
-/// V1 `iteration_tokens_total` buckets.
-pub const V1_ITERATION_BUCKETS: &[f64] = &[
-    1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0,
-];
-/// V0 `iteration_tokens_total` buckets.
-pub const V0_ITERATION_BUCKETS: &[f64] = &[
-    1.0, 2.0, 4.0, 8.0, 16.0, 24.0, 32.0, 40.0, 48.0, 56.0, 64.0, 72.0, 80.0, 88.0, 96.0, 104.0,
-    112.0, 120.0, 128.0, 136.0, 144.0, 152.0, 160.0, 168.0, 176.0, 184.0, 192.0, 200.0, 208.0,
-    216.0, 224.0, 232.0, 240.0, 248.0, 256.0,
-];
-/// V1 time-to-first-token buckets.
-pub const V1_TTFT_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-];
-/// V0 time-to-first-token buckets.
-pub const V0_TTFT_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-];
-/// V1 inter-token latency (and per-request TPOT) buckets.
-pub const V1_ITL_BUCKETS: &[f64] = &[
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-    40.0, 80.0,
-];
-/// V0 time-per-output-token buckets.
-pub const V0_ITL_BUCKETS: &[f64] = &[
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
-];
-/// V1 request latency buckets (e2e, queue, inference, prefill, decode).
-pub const V1_LATENCY_BUCKETS: &[f64] = &[
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-    480.0, 960.0, 1920.0, 7680.0,
-];
-/// V0 request latency buckets.
-pub const V0_LATENCY_BUCKETS: &[f64] = &[
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-];
-/// V0 model forward/execute time buckets (milliseconds).
-pub const V0_MODEL_TIME_MS_BUCKETS: &[f64] = &[
-    1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 20.0, 30.0, 50.0, 80.0, 100.0, 200.0, 300.0, 500.0, 800.0,
-    1000.0, 2000.0, 3000.0,
-];
+impl From<MetricsShape> for Version {
+    fn from(shape: MetricsShape) -> Self {
+        match shape {
+            MetricsShape::V1 => Version::V1,
+            MetricsShape::V0 => Version::V0,
+        }
+    }
+}
 
 /// Everything vLLM counts, cumulative since the engine started.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,22 +125,10 @@ pub struct EngineStats {
 }
 
 impl EngineStats {
-    /// Empty statistics with the bucket lists of `shape`.
+    /// Empty statistics with the bucket lists of `shape` (from the catalog).
     pub fn new(shape: MetricsShape) -> Self {
-        let (iteration, ttft, itl, latency) = match shape {
-            MetricsShape::V1 => (
-                V1_ITERATION_BUCKETS,
-                V1_TTFT_BUCKETS,
-                V1_ITL_BUCKETS,
-                V1_LATENCY_BUCKETS,
-            ),
-            MetricsShape::V0 => (
-                V0_ITERATION_BUCKETS,
-                V0_TTFT_BUCKETS,
-                V0_ITL_BUCKETS,
-                V0_LATENCY_BUCKETS,
-            ),
-        };
+        let version = Version::from(shape);
+        let histogram = |metric: Metric| Histogram::new(metric.family().buckets(version));
         EngineStats {
             prompt_tokens_total: 0,
             generation_tokens_total: 0,
@@ -185,20 +136,22 @@ impl EngineStats {
             prefix_cache_queries_total: 0,
             request_success_total: [0; 3],
             steps_total: 0,
-            request_prompt_tokens: Histogram::new(TOKEN_BUCKETS),
-            request_generation_tokens: Histogram::new(TOKEN_BUCKETS),
-            iteration_tokens: Histogram::new(iteration),
-            request_max_num_generation_tokens: Histogram::new(TOKEN_BUCKETS),
-            request_params_n: Histogram::new(N_BUCKETS),
-            request_params_max_tokens: Histogram::new(TOKEN_BUCKETS),
-            time_to_first_token: Histogram::new(ttft),
-            inter_token_latency: Histogram::new(itl),
-            request_time_per_output_token: Histogram::new(itl),
-            e2e_request_latency: Histogram::new(latency),
-            request_queue_time: Histogram::new(latency),
-            request_inference_time: Histogram::new(latency),
-            request_prefill_time: Histogram::new(latency),
-            request_decode_time: Histogram::new(latency),
+            request_prompt_tokens: histogram(Metric::RequestPromptTokens),
+            request_generation_tokens: histogram(Metric::RequestGenerationTokens),
+            iteration_tokens: histogram(Metric::IterationTokens),
+            request_max_num_generation_tokens: histogram(Metric::RequestMaxNumGenerationTokens),
+            request_params_n: histogram(Metric::RequestParamsN),
+            request_params_max_tokens: histogram(Metric::RequestParamsMaxTokens),
+            time_to_first_token: histogram(Metric::TimeToFirstToken),
+            inter_token_latency: histogram(Metric::InterTokenLatency),
+            // V1's per-request TPOT shares the inter-token buckets; V0 exposes no such family
+            // and keeps its time-per-output-token buckets.
+            request_time_per_output_token: histogram(Metric::InterTokenLatency),
+            e2e_request_latency: histogram(Metric::E2eRequestLatency),
+            request_queue_time: histogram(Metric::RequestQueueTime),
+            request_inference_time: histogram(Metric::RequestInferenceTime),
+            request_prefill_time: histogram(Metric::RequestPrefillTime),
+            request_decode_time: histogram(Metric::RequestDecodeTime),
         }
     }
 

@@ -250,3 +250,81 @@ fn python_and_our_parser_agree_and_counters_match_the_traffic() {
         value(&py, "vllm:time_to_first_token_seconds_count", &[])
     );
 }
+
+#[test]
+fn bodies_carry_the_catalog_names_kinds_and_buckets() {
+    use vllm_keda_core::catalog::{Kind, Version};
+    use vllm_keda_core::signals::{Generation, PodSnapshot};
+    for (shape, version, families, generation) in [
+        (
+            MetricsShape::V1,
+            Version::V1,
+            vllm_emulator::metrics::V1_FAMILIES,
+            Generation::V1,
+        ),
+        (
+            MetricsShape::V0,
+            Version::V0,
+            vllm_emulator::metrics::V0_FAMILIES,
+            Generation::V0,
+        ),
+    ] {
+        let e = busy_engine(shape);
+        let info = RenderInfo {
+            model_name: MODEL,
+            engine_index: 0,
+            start_unix_seconds: 1.7e9,
+            http: None,
+        };
+        let body = render_string(&e, &info);
+        let shapes = shape_of(&body);
+        for metric in families {
+            let family = metric.family();
+            let series = family
+                .series(version)
+                .unwrap_or_else(|| panic!("{metric:?} listed for {version:?}"));
+            let exposed = match family.kind {
+                Kind::Counter => format!("{}_total", series.name),
+                _ => series.name.to_string(),
+            };
+            let type_line = format!("# TYPE {exposed} {}\n", family.kind.as_str());
+            assert!(body.contains(&type_line), "{type_line}");
+            let help_line = format!("# HELP {exposed} {}\n", series.help);
+            assert!(body.contains(&help_line), "{help_line}");
+            if family.kind == Kind::Histogram {
+                let want: Vec<String> = series
+                    .buckets
+                    .iter()
+                    .copied()
+                    .chain([f64::INFINITY])
+                    .map(|b| {
+                        let mut s = String::new();
+                        vllm_emulator::py_float(b, &mut s);
+                        s
+                    })
+                    .collect();
+                let bucket = format!("{}_bucket", series.name);
+                assert_eq!(shapes[&bucket].1, want, "{bucket}");
+                let mut labels = series.labels.to_vec();
+                labels.push("le");
+                labels.sort_unstable();
+                assert_eq!(shapes[&bucket].0, labels, "{bucket}");
+            } else {
+                let sample = shapes
+                    .get(&exposed)
+                    .unwrap_or_else(|| panic!("{exposed} has samples"));
+                assert_eq!(sample.0, series.labels, "{exposed}");
+            }
+        }
+        let snapshot = PodSnapshot::from_exposition(
+            &vllm_keda_core::exposition::parse(&body).unwrap(),
+            Some(MODEL),
+        );
+        assert_eq!(snapshot.info.generation, generation);
+        let kv = vllm_keda_core::catalog::Metric::KvCacheUsage.family();
+        assert_eq!(
+            snapshot.info.kv_cache_metric,
+            Some(kv.series(version).unwrap().name)
+        );
+    }
+}

@@ -3,11 +3,13 @@
 //! Owns: extracting per-GPU readings (`DCGM_FI_DEV_FB_USED`/`FB_FREE` in MiB, `GPU_UTIL` in
 //! percent, `POWER_USAGE` in W, the `ECC_SBE_VOL_TOTAL` counter), the per-exporter history the
 //! ECC rate needs, matching GPUs to vLLM pods by the `pod` label, and the aggregate. Does not
-//! own: fetching or parsing. GPU readings are reported, never a scale input on their own.
+//! own: fetching, parsing or the field names (see [`crate::catalog::dcgm`]). GPU readings are
+//! reported, never a scale input on their own.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::catalog::dcgm;
 use crate::exposition::{Exposition, Sample};
 
 use super::{GpuSignals, MaxMean};
@@ -68,20 +70,17 @@ impl GpuSnapshot {
     pub fn from_exposition(exposition: &Exposition<'_>) -> Self {
         let mut snapshot = GpuSnapshot::default();
         for sample in &exposition.samples {
-            let Some(field) = sample.name.strip_prefix("DCGM_FI_DEV_") else {
-                continue;
+            let setter: fn(&mut GpuDevice, f64) = match sample.name {
+                dcgm::FB_USED => |d, v| d.fb_used_mib = Some(v),
+                dcgm::FB_FREE => |d, v| d.fb_free_mib = Some(v),
+                dcgm::GPU_UTIL => |d, v| d.utilization_percent = Some(v),
+                dcgm::POWER_USAGE => |d, v| d.power_watts = Some(v),
+                dcgm::ECC_SBE_VOL_TOTAL => |d, v| d.ecc_sbe_total = Some(v),
+                _ => continue,
             };
             if !sample.value.is_finite() {
                 continue;
             }
-            let setter: fn(&mut GpuDevice, f64) = match field {
-                "FB_USED" => |d, v| d.fb_used_mib = Some(v),
-                "FB_FREE" => |d, v| d.fb_free_mib = Some(v),
-                "GPU_UTIL" => |d, v| d.utilization_percent = Some(v),
-                "POWER_USAGE" => |d, v| d.power_watts = Some(v),
-                "ECC_SBE_VOL_TOTAL" => |d, v| d.ecc_sbe_total = Some(v),
-                _ => continue,
-            };
             let device = snapshot.device_for(sample);
             setter(device, sample.value);
         }
@@ -89,11 +88,11 @@ impl GpuSnapshot {
     }
 
     fn device_for(&mut self, sample: &Sample<'_>) -> &mut GpuDevice {
-        let uuid = sample.label("UUID");
+        let uuid = sample.label(dcgm::LABEL_UUID);
         let hostname = sample
-            .label("Hostname")
-            .or_else(|| sample.label("hostname"));
-        let gpu = sample.label("gpu");
+            .label(dcgm::LABEL_HOSTNAME)
+            .or_else(|| sample.label(dcgm::LABEL_HOSTNAME_LOWER));
+        let gpu = sample.label(dcgm::LABEL_GPU);
         let found = self
             .gpus
             .iter()
@@ -106,9 +105,9 @@ impl GpuSnapshot {
                     uuid: owned(uuid),
                     gpu: owned(gpu),
                     hostname: owned(hostname),
-                    model_name: owned(sample.label("modelName")),
-                    pod: owned(sample.label("pod")).filter(|p| !p.is_empty()),
-                    namespace: owned(sample.label("namespace")).filter(|n| !n.is_empty()),
+                    model_name: owned(sample.label(dcgm::LABEL_MODEL_NAME)),
+                    pod: owned(sample.label(dcgm::LABEL_POD)).filter(|p| !p.is_empty()),
+                    namespace: owned(sample.label(dcgm::LABEL_NAMESPACE)).filter(|n| !n.is_empty()),
                     ..GpuDevice::default()
                 });
                 self.gpus.len() - 1

@@ -1,11 +1,13 @@
 //! Extraction of one vLLM scrape into an owned [`PodSnapshot`].
 //!
-//! Owns: which vLLM series mean what (V0 and V1 names, twins never added), summing over the
-//! `engine` label, the optional `model_name` filter, and the restart markers. Does not own:
-//! parsing (see [`crate::exposition`]) or anything across scrapes (see `window`).
+//! Owns: which vLLM series a snapshot keeps (V0 and V1 names, twins never added), summing over
+//! the `engine` label, the optional `model_name` filter, and the restart markers. Does not own:
+//! the names themselves (see [`crate::catalog`]), parsing (see [`crate::exposition`]) or
+//! anything across scrapes (see `window`).
 
 use std::collections::BTreeMap;
 
+use crate::catalog::{label, name};
 use crate::exposition::{Exposition, Sample};
 
 use super::histogram::Histogram;
@@ -49,7 +51,7 @@ impl SnapshotInfo {
     pub fn gpu_memory_utilization(&self) -> Option<f64> {
         self.cache_config
             .iter()
-            .find(|(name, _)| name == "gpu_memory_utilization")
+            .find(|(key, _)| key == label::GPU_MEMORY_UTILIZATION)
             .and_then(|(_, value)| value.parse().ok())
     }
 }
@@ -94,10 +96,10 @@ pub struct PodSnapshot {
     pub info: SnapshotInfo,
 }
 
-const KV_NEW: &str = "vllm:kv_cache_usage_perc";
-const KV_OLD: &str = "vllm:gpu_cache_usage_perc";
-const ITL_NEW: &str = "vllm:inter_token_latency_seconds";
-const ITL_OLD: &str = "vllm:time_per_output_token_seconds";
+const KV_NEW: &str = name::KV_CACHE_USAGE_PERC;
+const KV_OLD: &str = name::GPU_CACHE_USAGE_PERC;
+const ITL_NEW: &str = name::INTER_TOKEN_LATENCY_SECONDS;
+const ITL_OLD: &str = name::TIME_PER_OUTPUT_TOKEN_SECONDS;
 
 #[derive(Clone, Copy)]
 enum Hist {
@@ -109,36 +111,30 @@ enum Hist {
     Iteration,
 }
 
+/// A sample name's suffix: which part of a counter or histogram family it is.
 #[derive(Clone, Copy)]
 enum Part {
+    Total,
     Bucket,
     Sum,
     Count,
     Created,
 }
 
-fn histogram_part(rest: &str) -> Option<(Hist, Part)> {
-    let (base, part) = if let Some(base) = rest.strip_suffix("_bucket") {
-        (base, Part::Bucket)
-    } else if let Some(base) = rest.strip_suffix("_sum") {
-        (base, Part::Sum)
-    } else if let Some(base) = rest.strip_suffix("_count") {
-        (base, Part::Count)
-    } else if let Some(base) = rest.strip_suffix("_created") {
-        (base, Part::Created)
+/// Splits `name` into its family name and suffix (`_bucket`, `_sum`, `_count`, `_created`,
+/// `_total`, tried in that order).
+fn split_part(name: &str) -> Option<(&str, Part)> {
+    if let Some(base) = name.strip_suffix("_bucket") {
+        Some((base, Part::Bucket))
+    } else if let Some(base) = name.strip_suffix("_sum") {
+        Some((base, Part::Sum))
+    } else if let Some(base) = name.strip_suffix("_count") {
+        Some((base, Part::Count))
+    } else if let Some(base) = name.strip_suffix("_created") {
+        Some((base, Part::Created))
     } else {
-        return None;
-    };
-    let hist = match base {
-        "e2e_request_latency_seconds" => Hist::E2e,
-        "time_to_first_token_seconds" => Hist::Ttft,
-        "inter_token_latency_seconds" => Hist::ItlNew,
-        "time_per_output_token_seconds" => Hist::ItlOld,
-        "request_queue_time_seconds" => Hist::Queue,
-        "iteration_tokens_total" => Hist::Iteration,
-        _ => return None,
-    };
-    Some((hist, part))
+        name.strip_suffix("_total").map(|base| (base, Part::Total))
+    }
 }
 
 #[derive(Default)]
@@ -173,18 +169,18 @@ impl PodSnapshot {
         let mut b = Builder::default();
         let mut snapshot = PodSnapshot::default();
         for sample in &exposition.samples {
-            let name = sample.name;
-            if name == "process_start_time_seconds" {
+            let metric = sample.name;
+            if metric == name::PROCESS_START_TIME_SECONDS {
                 if sample.value.is_finite() {
                     snapshot.process_start_time_seconds = Some(sample.value);
                 }
                 continue;
             }
-            let Some(rest) = name.strip_prefix("vllm:") else {
+            if !metric.starts_with(name::VLLM_PREFIX) {
                 continue;
-            };
+            }
             snapshot.info.vllm_samples += 1;
-            if let Some(model_name) = sample.label("model_name") {
+            if let Some(model_name) = sample.label(label::MODEL_NAME) {
                 if !snapshot.info.models.iter().any(|m| m == model_name) {
                     snapshot.info.models.push(model_name.to_owned());
                 }
@@ -192,68 +188,44 @@ impl PodSnapshot {
                     continue;
                 }
             }
-            if let Some(engine) = sample.label("engine") {
+            if let Some(engine) = sample.label(label::ENGINE) {
                 if !b.engines.iter().any(|e| e == engine) {
                     b.engines.push(engine.to_owned());
                 }
             }
-            b.take(rest, sample, &mut snapshot.info);
+            b.take(metric, sample, &mut snapshot.info);
         }
         b.finish(snapshot)
     }
 }
 
 impl Builder {
-    fn take(&mut self, rest: &str, sample: &Sample<'_>, info: &mut SnapshotInfo) {
+    fn take(&mut self, metric: &str, sample: &Sample<'_>, info: &mut SnapshotInfo) {
         let value = sample.value;
-        match rest {
-            "num_requests_waiting" => return add_finite(&mut self.waiting, value),
-            "num_requests_running" => return add_finite(&mut self.running, value),
-            "num_requests_swapped" => {
+        match metric {
+            name::NUM_REQUESTS_WAITING => return add_finite(&mut self.waiting, value),
+            name::NUM_REQUESTS_RUNNING => return add_finite(&mut self.running, value),
+            name::NUM_REQUESTS_SWAPPED => {
                 self.v0_marker = true;
                 return add_finite(&mut self.swapped, value);
             }
-            "cpu_cache_usage_perc" | "time_in_queue_requests_count" => {
+            name::CPU_CACHE_USAGE_PERC => {
                 self.v0_marker = true;
                 return;
             }
-            "kv_cache_usage_perc" => {
+            KV_NEW => {
                 if value.is_finite() {
                     self.kv_new.push(value);
                 }
                 return;
             }
-            "gpu_cache_usage_perc" => {
+            KV_OLD => {
                 if value.is_finite() {
                     self.kv_old.push(value);
                 }
                 return;
             }
-            "num_preemptions_total" => return add_finite(&mut self.preemptions, value),
-            "prompt_tokens_total" => return add_finite(&mut self.prompt, value),
-            "generation_tokens_total" => return add_finite(&mut self.generation, value),
-            "request_success_total" => {
-                if value.is_finite() {
-                    let reason = sample.label("finished_reason").unwrap_or("");
-                    match self.success.get_mut(reason) {
-                        Some(total) => *total += value,
-                        None => {
-                            self.success.insert(reason.to_owned(), value);
-                        }
-                    }
-                }
-                return;
-            }
-            "num_preemptions_created"
-            | "prompt_tokens_created"
-            | "generation_tokens_created"
-            | "request_success_created" => {
-                if value.is_finite() {
-                    min_into(&mut self.created_min, value);
-                }
-                return;
-            }
-            "cache_config_info" => {
+            name::CACHE_CONFIG_INFO => {
                 if info.cache_config.is_empty() {
                     info.cache_config = sample
                         .labels
@@ -265,21 +237,87 @@ impl Builder {
             }
             _ => {}
         }
-        let Some((hist, part)) = histogram_part(rest) else {
+        let Some((family, part)) = split_part(metric) else {
             return;
         };
+        let counter = match family {
+            name::NUM_PREEMPTIONS => &mut self.preemptions,
+            name::PROMPT_TOKENS => &mut self.prompt,
+            name::GENERATION_TOKENS => &mut self.generation,
+            name::REQUEST_SUCCESS => return self.take_success(part, sample),
+            name::TIME_IN_QUEUE_REQUESTS => {
+                if let Part::Count = part {
+                    self.v0_marker = true;
+                }
+                return;
+            }
+            name::E2E_REQUEST_LATENCY_SECONDS => {
+                return self.take_histogram(Hist::E2e, part, sample);
+            }
+            name::TIME_TO_FIRST_TOKEN_SECONDS => {
+                return self.take_histogram(Hist::Ttft, part, sample);
+            }
+            ITL_NEW => return self.take_histogram(Hist::ItlNew, part, sample),
+            ITL_OLD => return self.take_histogram(Hist::ItlOld, part, sample),
+            name::REQUEST_QUEUE_TIME_SECONDS => {
+                return self.take_histogram(Hist::Queue, part, sample);
+            }
+            name::ITERATION_TOKENS_TOTAL => {
+                return self.take_histogram(Hist::Iteration, part, sample);
+            }
+            _ => return,
+        };
+        match part {
+            Part::Total => add_finite(counter, value),
+            Part::Created => {
+                if value.is_finite() {
+                    min_into(&mut self.created_min, value);
+                }
+            }
+            Part::Bucket | Part::Sum | Part::Count => {}
+        }
+    }
+
+    /// `vllm:request_success_total` by `finished_reason`, and its `_created`.
+    fn take_success(&mut self, part: Part, sample: &Sample<'_>) {
+        let value = sample.value;
         if !value.is_finite() {
             return;
         }
-        if let Part::Created = part {
-            min_into(&mut self.created_min, value);
+        match part {
+            Part::Total => {
+                let reason = sample.label(label::FINISHED_REASON).unwrap_or("");
+                match self.success.get_mut(reason) {
+                    Some(total) => *total += value,
+                    None => {
+                        self.success.insert(reason.to_owned(), value);
+                    }
+                }
+            }
+            Part::Created => min_into(&mut self.created_min, value),
+            Part::Bucket | Part::Sum | Part::Count => {}
+        }
+    }
+
+    fn take_histogram(&mut self, hist: Hist, part: Part, sample: &Sample<'_>) {
+        let value = sample.value;
+        if !value.is_finite() {
             return;
         }
-        let slot = self.hists[hist as usize].get_or_insert_with(Histogram::default);
+        let slot = match part {
+            Part::Created => return min_into(&mut self.created_min, value),
+            Part::Total => return,
+            Part::Bucket | Part::Sum | Part::Count => {
+                self.hists[hist as usize].get_or_insert_with(Histogram::default)
+            }
+        };
         match part {
             Part::Bucket => {
                 // `le` parsed as a float: Python writes "1.0", Go writes "1".
-                if let Some(le) = sample.label("le").and_then(|le| le.parse::<f64>().ok()) {
+                if let Some(le) = sample
+                    .label(label::LE)
+                    .and_then(|le| le.parse::<f64>().ok())
+                {
                     if !le.is_nan() {
                         slot.add_bucket(le, value);
                     }
@@ -287,7 +325,7 @@ impl Builder {
             }
             Part::Sum => slot.sum += value,
             Part::Count => slot.count += value,
-            Part::Created => {}
+            Part::Created | Part::Total => {}
         }
     }
 
