@@ -3,7 +3,7 @@
 //! Owns: [`HttpStats`] (requests, sizes and durations per handler) and its rendering. Does not
 //! own serving HTTP (see [`super::server`]).
 
-use super::stats::Histogram;
+use super::stats::EngineHistogram;
 use super::text::{Writer, le_labels};
 
 /// Buckets of `http_request_duration_highr_seconds`.
@@ -20,8 +20,8 @@ pub struct HttpStats {
     created_unix_seconds: f64,
     requests: Vec<(&'static str, &'static str, &'static str, u64, f64)>,
     sizes: Vec<(&'static str, u64, f64, f64, f64)>,
-    durations: Vec<(&'static str, &'static str, Histogram, f64)>,
-    highr: Histogram,
+    durations: Vec<(&'static str, &'static str, EngineHistogram, f64)>,
+    highr: EngineHistogram,
 }
 
 /// One finished HTTP request, as the instrumentator sees it.
@@ -49,7 +49,7 @@ impl HttpStats {
             requests: Vec::new(),
             sizes: Vec::new(),
             durations: Vec::new(),
-            highr: Histogram::new(HTTP_HIGHR_BUCKETS),
+            highr: EngineHistogram::new(HTTP_HIGHR_BUCKETS),
         }
     }
 
@@ -104,7 +104,7 @@ impl HttpStats {
                 self.durations.push((
                     handler,
                     method,
-                    Histogram::new(HTTP_BUCKETS),
+                    EngineHistogram::new(HTTP_BUCKETS),
                     now_unix_seconds,
                 ));
                 self.durations.len() - 1

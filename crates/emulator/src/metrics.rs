@@ -16,7 +16,7 @@ use vllm_keda_core::catalog::{Kind, Metric, Series, Version, label};
 use super::config::MetricsShape;
 use super::engine::{Engine, FinishReason};
 use super::http_stats::HttpStats;
-use super::stats::Histogram;
+use super::stats::EngineHistogram;
 use super::text::Writer;
 
 /// What a body says about the replica besides the engine's own numbers.
@@ -297,7 +297,7 @@ fn family_samples(
                     Metric::RequestDecodeTime => &stats.request_decode_time,
                     // Model forward/execute times are collected only on request: never observed.
                     _ => {
-                        empty = Histogram::new(series.buckets);
+                        empty = EngineHistogram::new(series.buckets);
                         &empty
                     }
                 };

@@ -1,6 +1,6 @@
 //! The engine's cumulative statistics: vLLM's counters and histograms, with vLLM's bucket lists.
 //!
-//! Owns: [`Histogram`] and [`EngineStats`]. Bucket tables come from
+//! Owns: [`EngineHistogram`] and [`EngineStats`]. Bucket tables come from
 //! [`vllm_keda_core::catalog`]. Updated by [`super::engine`] as it steps; read by
 //! [`super::metrics`] to render a body. Does not render.
 
@@ -9,9 +9,10 @@ use vllm_keda_core::catalog::{Metric, Version};
 use super::config::MetricsShape;
 use super::engine::FinishReason;
 
-/// A cumulative histogram with fixed upper bounds (`le`), like `prometheus_client`'s.
+/// One of the engine's histograms as vLLM keeps it: counts per fixed upper bound (`le`), like
+/// `prometheus_client`'s (the scraped, parsed side is the core's `signals::Histogram`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Histogram {
+pub struct EngineHistogram {
     bounds: &'static [f64],
     /// Per-bucket (non-cumulative) counts; the last entry is the `+Inf` bucket.
     counts: Vec<u64>,
@@ -19,10 +20,10 @@ pub struct Histogram {
     count: u64,
 }
 
-impl Histogram {
+impl EngineHistogram {
     /// An empty histogram with these finite upper bounds (ascending).
     pub fn new(bounds: &'static [f64]) -> Self {
-        Histogram {
+        EngineHistogram {
             bounds,
             counts: vec![0; bounds.len() + 1],
             sum: 0.0,
@@ -95,40 +96,40 @@ pub struct EngineStats {
     /// Engine steps taken.
     pub steps_total: u64,
     /// Prompt tokens per finished request.
-    pub request_prompt_tokens: Histogram,
+    pub request_prompt_tokens: EngineHistogram,
     /// Generated tokens per finished request.
-    pub request_generation_tokens: Histogram,
+    pub request_generation_tokens: EngineHistogram,
     /// Tokens per step (prompt credited plus generated).
-    pub iteration_tokens: Histogram,
+    pub iteration_tokens: EngineHistogram,
     /// `max_tokens` per finished request.
-    pub request_max_num_generation_tokens: Histogram,
+    pub request_max_num_generation_tokens: EngineHistogram,
     /// `n` per finished request (always 1 here).
-    pub request_params_n: Histogram,
+    pub request_params_n: EngineHistogram,
     /// `max_tokens` parameter per finished request.
-    pub request_params_max_tokens: Histogram,
+    pub request_params_max_tokens: EngineHistogram,
     /// Time to first token per request that produced one.
-    pub time_to_first_token: Histogram,
+    pub time_to_first_token: EngineHistogram,
     /// Time between consecutive tokens of a request.
-    pub inter_token_latency: Histogram,
+    pub inter_token_latency: EngineHistogram,
     /// Mean time per output token per finished request.
-    pub request_time_per_output_token: Histogram,
+    pub request_time_per_output_token: EngineHistogram,
     /// Arrival to finish per finished request.
-    pub e2e_request_latency: Histogram,
+    pub e2e_request_latency: EngineHistogram,
     /// Arrival to first scheduled.
-    pub request_queue_time: Histogram,
+    pub request_queue_time: EngineHistogram,
     /// First scheduled to finish.
-    pub request_inference_time: Histogram,
+    pub request_inference_time: EngineHistogram,
     /// First scheduled to first token.
-    pub request_prefill_time: Histogram,
+    pub request_prefill_time: EngineHistogram,
     /// First token to finish.
-    pub request_decode_time: Histogram,
+    pub request_decode_time: EngineHistogram,
 }
 
 impl EngineStats {
     /// Empty statistics with the bucket lists of `shape` (from the catalog).
     pub fn new(shape: MetricsShape) -> Self {
         let version = Version::from(shape);
-        let histogram = |metric: Metric| Histogram::new(metric.family().buckets(version));
+        let histogram = |metric: Metric| EngineHistogram::new(metric.family().buckets(version));
         EngineStats {
             prompt_tokens_total: 0,
             generation_tokens_total: 0,
@@ -172,7 +173,7 @@ mod tests {
 
     #[test]
     fn buckets_use_le_semantics_and_stay_cumulative() {
-        let mut h = Histogram::new(&[1.0, 2.0]);
+        let mut h = EngineHistogram::new(&[1.0, 2.0]);
         h.observe(1.0);
         h.observe(1.5);
         h.observe_n(5.0, 3);

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::stats::Histogram;
+use super::stats::EngineHistogram;
 
 /// Formats `v` the way `prometheus_client` does (`repr`, with Go-style exponents for large
 /// positive values): `14.0`, `2.773726e+06`, `1.7672580591200001e+09`, `+Inf`, `NaN`.
@@ -240,7 +240,13 @@ impl<'o> Writer<'o> {
         self.created_family(stem, help, &extras);
     }
 
-    pub(crate) fn histogram(&mut self, name: &str, help: &str, h: &Histogram, v0_order: bool) {
+    pub(crate) fn histogram(
+        &mut self,
+        name: &str,
+        help: &str,
+        h: &EngineHistogram,
+        v0_order: bool,
+    ) {
         self.header(name, help, "histogram");
         if v0_order {
             self.sample(name, "_sum", &[], h.sum());

@@ -7,7 +7,7 @@
 //! goes. Pure: no I/O apart from [`Chart::write`].
 //!
 //! ```
-//! use vllm_keda_scaler::plot::{Axis, Chart, Series};
+//! use vllm_keda_tools::plot::{Axis, Chart, Series};
 //! let svg = Chart::new("queue vs load")
 //!     .x_label("offered req/s")
 //!     .y_label("queue depth")
