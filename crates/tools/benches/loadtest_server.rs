@@ -54,30 +54,7 @@ fn main() {
     runtime.block_on(async move {
         let server = SlotServer::start(config).await;
         for rps in rates {
-            let args = vllm_keda_tools::loadtest::LoadtestOptions {
-                url: server.url(),
-                model: "bench".into(),
-                rps: vec![rps],
-                rps_range: None,
-                step_seconds: seconds,
-                rest_seconds: 2.0,
-                warmup: 20,
-                shape: "fixed:8:2".into(),
-                arrivals: vllm_keda_tools::loadtest::shape::Arrivals::Uniform,
-                metrics_urls: Vec::new(),
-                no_metrics: true,
-                replicas: None,
-                out: "unused".into(),
-                scrape_interval_seconds: 1.0,
-                request_timeout_seconds: 30.0,
-                max_in_flight: 20_000,
-                queue_tolerance: 1.0,
-                latency_bend: 2.0,
-                min_queue_depth: 3,
-                seed: 1,
-                scaler_address: "scaler:9090".into(),
-                quiet: true,
-            };
+            let args = support::fixed_args(&server.url(), rps, seconds, 2.0);
             let config = vllm_keda_tools::loadtest::LoadtestConfig::try_from(args).expect("valid");
             let report = vllm_keda_tools::loadtest::execute(&config, CancellationToken::new())
                 .await

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use vllm_emulator::{EngineConfig, LoopbackFleet, ReplicaConfig, RequestShape};
-use vllm_keda_tools::loadtest::shape::Arrivals;
 use vllm_keda_tools::loadtest::{LoadtestConfig, LoadtestOptions, execute};
 
 /// vLLM V1's TTFT bucket bounds (the emulator renders these).
@@ -57,25 +56,17 @@ async fn saturation_matches_the_emulators_predicted_capacity() {
         url,
         model: "test-model".into(),
         rps: vec![10.0, 20.0, 30.0, 40.0],
-        rps_range: None,
         step_seconds: 4.0,
         rest_seconds: 1.5,
         warmup: 5,
         shape: "fixed:16:8".into(),
-        arrivals: Arrivals::Uniform,
         metrics_urls: fleet.metrics_urls(),
-        no_metrics: false,
-        replicas: None,
         out: "unused".into(),
         scrape_interval_seconds: 0.25,
         request_timeout_seconds: 30.0,
-        max_in_flight: 20_000,
-        queue_tolerance: 1.0,
-        latency_bend: 2.0,
-        min_queue_depth: 3,
-        seed: 1,
         scaler_address: "scaler:9090".into(),
         quiet: true,
+        ..Default::default()
     };
     let config = LoadtestConfig::try_from(args).unwrap();
     let report = tokio::time::timeout(

@@ -9,7 +9,6 @@ use std::time::Duration;
 use loadtest_support::{SlotConfig, SlotServer, TTFT_BUCKETS};
 use tokio_util::sync::CancellationToken;
 use vllm_keda_tools::loadtest::report::write_reports;
-use vllm_keda_tools::loadtest::shape::Arrivals;
 use vllm_keda_tools::loadtest::{LoadtestConfig, LoadtestOptions, execute};
 
 pub fn args(
@@ -23,25 +22,16 @@ pub fn args(
         url: url.to_string(),
         model: "test-model".into(),
         rps: rps.to_vec(),
-        rps_range: None,
         step_seconds,
         rest_seconds,
         warmup: 5,
         shape: shape.into(),
-        arrivals: Arrivals::Uniform,
-        metrics_urls: Vec::new(),
-        no_metrics: false,
-        replicas: None,
         out: "unused".into(),
         scrape_interval_seconds: 0.25,
         request_timeout_seconds: 30.0,
-        max_in_flight: 20_000,
-        queue_tolerance: 1.0,
-        latency_bend: 2.0,
-        min_queue_depth: 3,
-        seed: 1,
         scaler_address: "scaler:9090".into(),
         quiet: true,
+        ..Default::default()
     }
 }
 
