@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BINARY = REPO / "target" / "debug" / "vllm-keda-scaler"
-PROTO_DIR = REPO / "proto"
+PROTO_DIR = REPO / "crates" / "service" / "proto"
 
 
 @pytest.fixture(scope="session")

@@ -61,8 +61,8 @@ def fixture_server(body: bytes):
 def generate_stubs(workdir: Path):
     """Python modules generated from proto/externalscaler.proto; returns (pb2, pb2_grpc)."""
     out = subprocess.run(
-        [sys.executable, "-m", "grpc_tools.protoc", f"-I{ds.REPO / 'proto'}", f"--python_out={workdir}",
-         f"--grpc_python_out={workdir}", str(ds.REPO / "proto" / "externalscaler.proto")],
+        [sys.executable, "-m", "grpc_tools.protoc", f"-I{ds.PROTO_DIR}", f"--python_out={workdir}",
+         f"--grpc_python_out={workdir}", str(ds.PROTO_DIR / "externalscaler.proto")],
         capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     sys.path.insert(0, str(workdir))

@@ -24,6 +24,7 @@ FIXTURES = DATA / "fixtures"
 SCHEMAS = DATA / "schemas"
 RULES_SOURCE = DEPLOY / "monitoring" / "prometheusrule.yaml"
 DASHBOARD = DEPLOY / "monitoring" / "dashboard.json"
+PROTO_DIR = REPO / "crates" / "service" / "proto"
 PROMTOOL_TESTS = REPO / "tests" / "deploy"
 
 # Kubernetes version the core objects are validated against (kubernetes-validate ships it).

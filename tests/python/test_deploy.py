@@ -507,11 +507,14 @@ def test_dockerfile_builds_the_binary_as_non_root():
     ignored = [ln.strip().rstrip("/") for ln in (ds.REPO / ".dockerignore").read_text().splitlines()
                if ln.strip() and not ln.startswith("#") and not ln.startswith("!")]
     manifest = tomllib.loads((ds.REPO / "Cargo.toml").read_text())
-    needed = ["Cargo.toml", "Cargo.lock", "build.rs", "proto/externalscaler.proto", "src/main.rs", "src/lib.rs"]
+    needed = ["Cargo.toml", "Cargo.lock", "src/main.rs", "crates/service/build.rs",
+              "crates/service/proto/externalscaler.proto", "data/traces/azure-llm-2023-conv.csv"]
+    for member in manifest["workspace"]["members"]:
+        needed += [f"{member}/Cargo.toml", f"{member}/src/lib.rs"]
     for section in ("bin", "bench", "test", "example"):
         needed += [t["path"] for t in manifest.get(section, []) if "path" in t]
-    if "lib" in manifest:
-        needed.append(manifest["lib"]["path"])
+    for path in needed:
+        assert (ds.REPO / path).exists(), f"{path} is named as a build input but does not exist"
     for path in needed:
         for pattern in ignored:
             bare = pattern.lstrip("*/")
