@@ -1,5 +1,6 @@
 """Shared pytest fixtures for the Python tests: the built binary, free loopback ports, and
-gRPC stubs generated from our own proto (proto/externalscaler.proto) with grpc_tools.
+gRPC stubs generated from our own proto (crates/service/proto/externalscaler.proto) with
+grpc_tools.
 
 Run after `cargo build` (scripts/test does both)."""
 
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from deploy_support import PROTO_DIR, REPO
+
 BINARY = REPO / "target" / "debug" / "vllm-keda-scaler"
-PROTO_DIR = REPO / "crates" / "service" / "proto"
 
 
 @pytest.fixture(scope="session")

@@ -139,19 +139,9 @@ impl Scaler {
         self
     }
 
-    /// The signal settings (the model filter and the windows).
-    pub fn signal_settings(&self) -> &SignalSettings {
-        self.window.settings()
-    }
-
     /// The policy's configuration.
     pub fn policy_config(&self) -> &PolicyConfig {
         &self.policy.config
-    }
-
-    /// The state the policy carries between decisions.
-    pub fn policy_state(&self) -> &PolicyState {
-        &self.state
     }
 
     /// Records one round at `now`: the fleet becomes exactly the round's targets (pods that left
@@ -167,17 +157,6 @@ impl Scaler {
         for (target, outcome) in round.gpus {
             self.window.record_gpu(now, &target, outcome.ok());
         }
-    }
-
-    /// Records one target's snapshot at `now` without changing which targets the fleet holds
-    /// (a caller that samples targets at different instants, as `check` does).
-    pub fn record_pod(&mut self, now: Duration, target: &str, snapshot: Option<PodSnapshot>) {
-        self.window.record(now, target, snapshot);
-    }
-
-    /// Records one DCGM target's snapshot at `now`; see [`Scaler::record_pod`].
-    pub fn record_gpu(&mut self, now: Duration, target: &str, snapshot: Option<GpuSnapshot>) {
-        self.window.record_gpu(now, target, snapshot);
     }
 
     /// The fleet's signals at `now` from what has been recorded.

@@ -22,7 +22,7 @@ use vllm_keda_tools::simulate::controllers::Ours;
 
 const PODS: usize = 2;
 const ROUNDS: usize = 14;
-const INTERVAL: Duration = Duration::from_millis(250);
+const INTERVAL: Duration = Duration::from_millis(500);
 
 /// `bodies[pod][round]`: each engine's `/metrics` after `round` intervals of heavy load.
 fn bodies() -> Vec<Vec<String>> {
