@@ -675,12 +675,13 @@ async fn run(prometheus_bin: PathBuf) {
 async fn quantiles_gauges_and_rates_match_real_prometheus() {
     let Some(prometheus_bin) = find_prometheus() else {
         let how = "prometheus not found on PATH: install the Debian package \
-                   (apt-get update && apt-get install -y prometheus; then \
-                   systemctl stop prometheus || pkill -x prometheus)";
-        if std::env::var_os("CI").is_some() {
-            panic!("{how}");
+                   (apt-get update && apt-get install -y prometheus), or run scripts/test, \
+                   which installs it without starting the system service";
+        // A missing oracle fails the test unless it is explicitly allowed.
+        if std::env::var_os("VLLM_KEDA_ALLOW_MISSING_ORACLES").is_none_or(|v| v != "1") {
+            panic!("{how} (or set VLLM_KEDA_ALLOW_MISSING_ORACLES=1 to skip this oracle)");
         }
-        eprintln!("notice: skipping the Prometheus oracle test: {how}");
+        eprintln!("not checked: the Prometheus oracle test: {how}");
         return;
     };
     tokio::time::timeout(Duration::from_secs(75), run(prometheus_bin))
