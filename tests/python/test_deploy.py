@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import subprocess
@@ -888,7 +889,7 @@ def test_warmup_sidecar_gates_readiness_and_warms_again_after_a_restart(rendered
 
 @pytest.fixture(scope="module")
 def fixture_prometheus(promtool, tmp_path_factory):
-    """A real Prometheus holding two scrapes of every fixture (None when it is not installed)."""
+    """A real Prometheus holding two scrapes of every fixture."""
     import shutil
 
     prometheus = shutil.which("prometheus")
@@ -949,6 +950,50 @@ def test_dashboard_latency_queries_match_the_reference_values(fixture_prometheus
     assert kv0 == {"vllm-old": pytest.approx(0.8874)}
     ((_, waiting),) = query(_dashboard_query("Queue depth (waiting requests)", "A", dp.V1_NAMESPACE))
     assert waiting == 14
+
+
+def test_check_signals_on_the_fixture_pair_match_prometheus(fixture_prometheus):
+    """`check` on the idle and loaded fixtures (the scaler's own signal code) against Prometheus
+    holding the same two scrapes 60 s apart: every quantile of e2e, TTFT, ITL and queue time
+    equals histogram_quantile over the bucket increases, and every rate equals Prometheus's
+    difference quotient over the pair. (Not over `rate(...[2m])`: rate extrapolates each bucket
+    towards the window's start and clamps at zero, and on this pair the clamp hits the low
+    buckets differently, so its P50 is 13.35 s where the increases give 14.44 s.)"""
+    import deploy_prometheus as dp
+
+    binary = _scaler_binary()
+    if not binary.exists():
+        ds.missing_oracle(str(binary), "cargo build")
+    out = subprocess.run(
+        [str(binary), "check", "--files", str(ds.FIXTURES / "vllm-v1-idle.prom"),
+         str(ds.FIXTURES / "vllm-v1-loaded.prom"), "--elapsed", "60", "--json"],
+        capture_output=True, text=True, timeout=60, check=True)
+    fleet = json.loads(out.stdout)["fleet"]
+    query = fixture_prometheus
+    ns = f'namespace="{dp.V1_NAMESPACE}"'
+    compared = 0
+    for field, metric in (("e2e_latency_seconds", "vllm:e2e_request_latency_seconds"),
+                          ("ttft_seconds", "vllm:time_to_first_token_seconds"),
+                          ("itl_seconds", "vllm:inter_token_latency_seconds"),
+                          ("queue_time_seconds", "vllm:request_queue_time_seconds")):
+        for key, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+            bucket = f"{metric}_bucket{{{ns}}}"
+            expr = f"histogram_quantile({q}, sum by (le) ({bucket} - {bucket} offset 1m))"
+            ((_, theirs),) = query(expr)
+            assert fleet[field][key] == pytest.approx(theirs, rel=1e-9), expr
+            compared += 1
+    for field, metric in (("requests_per_second", "vllm:request_success_total"),
+                          ("generation_tokens_per_second", "vllm:generation_tokens_total"),
+                          ("prompt_tokens_per_second", "vllm:prompt_tokens_total"),
+                          ("preemptions_per_second", "vllm:num_preemptions_total")):
+        expr = f"sum(({metric}{{{ns}}} - {metric}{{{ns}}} offset 1m) / 60)"
+        ((_, theirs),) = query(expr)
+        assert fleet[field] == pytest.approx(theirs, rel=1e-12), expr
+        compared += 1
+    ((_, waiting),) = query(f"sum(vllm:num_requests_waiting{{{ns}}})")
+    ((_, kv),) = query(f"max(vllm:kv_cache_usage_perc{{{ns}}})")
+    assert (fleet["queue_depth"], fleet["kv_cache_usage"]["max"]) == (waiting, kv)
+    assert compared == 16
 
 
 def test_alert_expressions_on_real_vllm_metrics(fixture_prometheus):
