@@ -166,14 +166,26 @@ async fn serves_openai_routes_and_metrics_match_the_traffic() {
                 .sum();
             assert_eq!(finished, n);
         }
-        // gzip when asked.
-        let gz = c
+        // gzip when asked: read through a client that does not decompress, so the bytes on the
+        // wire are what is checked, then inflated here.
+        let raw = reqwest::Client::builder().no_gzip().build().unwrap();
+        let gz = raw
             .get(format!("{base}/metrics"))
             .header("accept-encoding", "gzip")
             .send()
             .await
             .unwrap();
-        assert!(gz.text().await.unwrap().contains("vllm:num_requests_waiting"));
+        assert_eq!(
+            gz.headers().get("content-encoding").map(|v| v.as_bytes()),
+            Some(&b"gzip"[..])
+        );
+        let wire = gz.bytes().await.unwrap();
+        assert_eq!(&wire[..2], &[0x1f, 0x8b], "a gzip stream");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&wire[..]), &mut text)
+            .unwrap();
+        assert!(text.contains("vllm:num_requests_waiting"));
+        assert!(wire.len() < text.len(), "compressed");
         fleet.shutdown().await;
     })
     .await;
