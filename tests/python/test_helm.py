@@ -577,3 +577,23 @@ def test_readme_lists_every_value_with_its_default():
         (sorted(set(fields) - set(declared["properties"])), sorted(set(declared["properties"]) - set(fields)))
     required = {k for k, r in _readme_table("Model entries") if r == "yes"}
     assert required == set(declared["required"])
+
+
+def test_the_values_in_the_repository_readme_render(helm, tmp_path):
+    """The my-values.yaml example of the README's deploy section: one valid ScaledObject."""
+    if helm is None:
+        return
+    text = (ds.REPO / "README.md").read_text()
+    section = text[text.index("## Deploying beside vLLM"):]
+    section = section[:section.index("\n## ", 1)]
+    commands = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    assert "helm install vllm-keda-scaler deploy/helm/vllm-keda-scaler" in commands
+    my_values = tmp_path / "my-values.yaml"
+    my_values.write_text(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
+    objs = render_chart(helm, "-f", str(my_values))
+    so = ds.one(objs, "ScaledObject")
+    check_object(so, "README")
+    assert ds.one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        "registry.example.com/vllm-keda-scaler:0.1.0"
+    # the install command's --set-json 'models=[]' leaves them out
+    assert not ds.by_kind(render_chart(helm, "-f", str(my_values), "--set-json", "models=[]"), "ScaledObject")
