@@ -93,7 +93,27 @@ def charts(helm):
     out = {"default": render_chart(helm)}
     for name, path in EXAMPLES.items():
         out[name] = render_chart(helm, "-f", str(path))
+    out["toggles"] = render_chart(helm, *TOGGLES)
     return out
+
+
+# The other switches and pod settings, all at once.
+TOGGLES = [
+    "--set", "fullnameOverride=scaler,serviceAccount.create=false,serviceAccount.name=scaler-sa",
+    "--set", "networkPolicy.enabled=false,podDisruptionBudget.enabled=false,priorityClassName=high",
+    "--set", "tls.enabled=true,tls.requireClientCert=false,image.tag=0.2.0,logLevel=debug",
+    "--set-json", 'extraEnv=[{"name": "VLLM_KEDA_SCALER_STREAM_HEARTBEAT_SECONDS", "value": "5"}]',
+    "--set-json", 'imagePullSecrets=[{"name": "regcred"}]',
+    "--set-json", 'podAnnotations={"example.com/a": "b"}',
+    "--set-json", 'podLabels={"team": "ml"}',
+    "--set-json", 'nodeSelector={"pool": "cpu"}',
+    "--set-json", 'tolerations=[{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]',
+    "--set-json", 'affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": '
+                  '[{"weight": 1, "preference": {"matchExpressions": [{"key": "pool", "operator": "In", '
+                  '"values": ["cpu"]}]}}]}}',
+    "--set-json", 'models=[{"name": "m", "namespace": "ns", "maxReplicas": 2, "authenticationRef": "mine", '
+                  '"metadata": {"endpoints": "10.0.0.7:8000"}}]',
+]
 
 
 def values() -> dict:
@@ -273,7 +293,7 @@ def test_every_rendered_object_is_valid(charts, crd_validator):
     assert {"Deployment", "Service", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "PodDisruptionBudget",
             "NetworkPolicy", "ConfigMap", "ScaledObject", "TriggerAuthentication", "ServiceMonitor",
             "PrometheusRule", "Certificate"} <= kinds, sorted(kinds)
-    assert counts["kubernetes"] >= 40 and counts["keda"] >= 6 and counts["crd"] >= 4, counts
+    assert counts["kubernetes"] >= 45 and counts["keda"] >= 6 and counts["crd"] >= 4, counts
 
 
 def test_the_checks_reject_broken_objects(charts, crd_validator):
@@ -564,6 +584,36 @@ def test_tls_from_a_secret(charts):
                     "tlsClientKey": ("vllm-keda-scaler-client-tls", "tls.key")}
     assert ds.one(objs, "Service", RELEASE)["spec"]["ports"][0]["appProtocol"] == "kubernetes.io/h2"
     assert not ds.by_kind(objs, "Certificate")
+
+
+def test_toggles(charts):
+    """Switches off, a ServiceAccount not created, server-only TLS, a model's own
+    TriggerAuthentication, and the pod settings where they belong."""
+    if charts is None:
+        return
+    objs = charts["toggles"]
+    assert {o["kind"] for o in objs} == {"Deployment", "Service", "ClusterRole", "ClusterRoleBinding",
+                                         "ScaledObject", "TriggerAuthentication"}
+    dep = ds.one(objs, "Deployment", "scaler")
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "scaler-sa"
+    assert ds.one(objs, "ClusterRoleBinding")["subjects"][0]["name"] == "scaler-sa"
+    assert pod["priorityClassName"] == "high" and pod["nodeSelector"] == {"pool": "cpu"}
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}] and pod["tolerations"][0]["key"] == "dedicated"
+    assert list(pod["affinity"]) == ["nodeAffinity"]
+    meta = dep["spec"]["template"]["metadata"]
+    assert meta["annotations"] == {"example.com/a": "b"} and meta["labels"]["team"] == "ml"
+    assert ds.selector_matches(dep["spec"]["selector"], meta["labels"])
+    (c,) = pod["containers"]
+    assert c["image"] == "vllm-keda-scaler:0.2.0"
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["RUST_LOG"] == "debug" and env["VLLM_KEDA_SCALER_STREAM_HEARTBEAT_SECONDS"] == "5"
+    assert "VLLM_KEDA_SCALER_TLS_CERT_FILE" in env and "VLLM_KEDA_SCALER_TLS_CLIENT_CA_FILE" not in env
+    ta = ds.one(objs, "TriggerAuthentication")
+    assert [r["parameter"] for r in ta["spec"]["secretTargetRef"]] == ["caCert"], "server-only TLS: just the CA"
+    (trigger,) = ds.one(objs, "ScaledObject")["spec"]["triggers"]
+    assert trigger["authenticationRef"] == {"name": "mine"}
+    assert trigger["metadata"]["scalerAddress"] == f"scaler.{NAMESPACE}.svc.cluster.local:9090"
 
 
 def test_tls_from_cert_manager(charts):
