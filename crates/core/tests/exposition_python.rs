@@ -41,10 +41,11 @@ fn python_available() -> bool {
         .is_ok_and(|s| s.success());
     if !ok {
         let how = "python3 with prometheus_client is needed: python3 -m pip install -r tests/requirements.txt";
-        if std::env::var_os("CI").is_some() {
-            panic!("{how}");
+        // A missing oracle fails the test unless it is explicitly allowed.
+        if std::env::var_os("VLLM_KEDA_ALLOW_MISSING_ORACLES").is_none_or(|v| v != "1") {
+            panic!("{how} (or set VLLM_KEDA_ALLOW_MISSING_ORACLES=1 to skip this oracle)");
         }
-        eprintln!("notice: skipping the python round trip; {how}");
+        eprintln!("not checked: the python round trip; {how}");
     }
     ok
 }

@@ -411,7 +411,8 @@ async fn two_replicas_scrape_a_scaledobject_at_the_same_instants() {
     .await;
     // Same phase of the 1 s grid (they may be whole intervals apart). The closest pair is
     // compared, so one cycle slowed by a busy machine does not decide; out of phase, every
-    // pair stays about 0.37 s apart.
+    // pair stays about 0.37 s apart, so 0.25 s separates the two with room for a cycle that a
+    // loaded machine publishes late.
     let phase_gap = |x: f64, y: f64| {
         let apart = (x - y).rem_euclid(1.0);
         apart.min(1.0 - apart)
@@ -421,7 +422,7 @@ async fn two_replicas_scrape_a_scaledobject_at_the_same_instants() {
         .flat_map(|x| b.iter().map(move |y| phase_gap(*x, *y)))
         .fold(f64::INFINITY, f64::min);
     assert!(
-        closest < 0.15,
+        closest < 0.25,
         "cycles {a:?} and {b:?} are at least {closest:.3} s out of phase"
     );
     first.shutdown().await.unwrap();

@@ -131,7 +131,10 @@ async fn saturation_point_threshold_and_capacity_match_the_known_capacity() {
         ci.abs_diff(si) <= 1,
         "client TTFT p50 {client} (bucket {ci}) vs server {server_p50} (bucket {si})"
     );
-    assert!((0.04..0.1).contains(&client), "client TTFT {client}");
+    // The median cannot be below the server's 40 ms prefill; 0.15 s leaves a busy machine 110 ms
+    // of scheduling delay at the median while still failing a TTFT taken at the stream's end
+    // (0.16 s after the request).
+    assert!((0.04..0.15).contains(&client), "client TTFT {client}");
 
     // Every request of the run was answered; reports are written.
     assert!(

