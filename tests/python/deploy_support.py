@@ -351,3 +351,13 @@ def exported_names() -> dict[str, set[str]]:
         vllm |= exposition_names((FIXTURES / f).read_text())
     dcgm = exposition_names((FIXTURES / "dcgm.prom").read_text())
     return {"vllm": vllm, "dcgm": dcgm, "scaler": scaler_metric_names()}
+
+
+# ---------------------------------------------------------------- RBAC
+
+# Everything the scaler may do through the Kubernetes API (deploy/base/rbac.yaml and the chart's
+# ClusterRole): read the ScaledObject named in KEDA's request and its target's /scale.
+SCALER_RBAC_RULES = [
+    {"apiGroups": ["keda.sh"], "resources": ["scaledobjects"], "verbs": ["get"]},
+    {"apiGroups": ["apps"], "resources": ["deployments/scale", "statefulsets/scale"], "verbs": ["get"]},
+]

@@ -162,8 +162,9 @@ def test_scaler_base_is_hardened_and_consistent(rendered):
     need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     objs = objects(rendered, "deploy/base")
     kinds = {o["kind"] for o in objs}
-    assert not kinds & {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}, \
-        "the scaler discovers targets through DNS and needs no RBAC"
+    assert not kinds & {"Role", "RoleBinding"}
+    # read-only API access: the ScaledObject and its scale target's /scale subresource
+    assert ds.one(objs, "ClusterRole")["rules"] == ds.SCALER_RBAC_RULES
     dep = ds.one(objs, "Deployment", "vllm-keda-scaler")
     spec = dep["spec"]
     pod = spec["template"]["spec"]
