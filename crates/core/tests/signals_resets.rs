@@ -93,8 +93,11 @@ fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
+/// One case: what drops, and how.
+type Drop = (&'static str, fn(&mut V0Pod));
+
 /// The cases: which single value drops.
-const DROPS: [(&str, fn(&mut V0Pod)); 6] = [
+const DROPS: [Drop; 6] = [
     ("preemptions", |p| p.preemptions = 1.0),
     ("prompt tokens", |p| p.prompt = 100.0),
     ("generation tokens", |p| p.generation = 10.0),
