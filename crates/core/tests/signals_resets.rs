@@ -94,10 +94,10 @@ fn secs(s: u64) -> Duration {
 }
 
 /// One case: what drops, and how.
-type Drop = (&'static str, fn(&mut V0Pod));
+type Case = (&'static str, fn(&mut V0Pod));
 
 /// The cases: which single value drops.
-const DROPS: [Drop; 6] = [
+const DROPS: [Case; 6] = [
     ("preemptions", |p| p.preemptions = 1.0),
     ("prompt tokens", |p| p.prompt = 100.0),
     ("generation tokens", |p| p.generation = 10.0),
