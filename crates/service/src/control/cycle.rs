@@ -107,6 +107,7 @@ fn scrape_error<T>(
         Ok(_) => None,
         Err(TargetFailure::Fetch(error)) => Some(error.clone()),
         Err(TargetFailure::Parse(error)) => Some(ScrapeError::parse(url, error)),
+        Err(TargetFailure::Invalid(error)) => Some(ScrapeError::parse(url, error)),
     }
 }
 
@@ -268,7 +269,9 @@ impl Cycle {
 
         // The fleet becomes the round's targets: every discovered URL was scraped, so these are
         // the discovered vLLM and DCGM targets.
-        let Step { signals, decision } = self.scaler.step(now, round);
+        let Step {
+            signals, decision, ..
+        } = self.scaler.step(now, round);
 
         let healthy = targets.iter().filter(|t| t.healthy).count();
         if healthy > 0 {
