@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use vllm_keda_service::control::ControlOptions;
+use vllm_keda_service::scale_target::KubeApi;
 use vllm_keda_service::serve::{ServeConfig, ServeOptions};
 use vllm_keda_service::tls::TlsFiles;
 
@@ -104,6 +105,49 @@ pub(crate) struct ServeArgs {
     /// pods on 127.0.0.x come and go by editing the file).
     #[arg(long, env = "VLLM_KEDA_SCALER_HOSTS_FILE")]
     pub(crate) hosts_file: Option<std::path::PathBuf>,
+
+    /// Read each ScaledObject's scale target (its replicas asked for, starting ones included)
+    /// through the Kubernetes API: `auto` uses the in-cluster configuration when running in a
+    /// pod and nothing otherwise; `kubeconfig` the current context of $KUBECONFIG (or
+    /// ~/.kube/config); `off` never. Without it the scaler holds at least the pods it observes.
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_KUBE_API",
+        value_enum,
+        default_value_t = KubeApiArg::Auto
+    )]
+    pub(crate) kube_api: KubeApiArg,
+}
+
+/// `--kube-api`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum KubeApiArg {
+    Auto,
+    InCluster,
+    Kubeconfig,
+    Off,
+}
+
+impl KubeApiArg {
+    fn settings(self) -> KubeApi {
+        match self {
+            Self::Auto => KubeApi::Auto,
+            Self::InCluster => KubeApi::InCluster,
+            Self::Off => KubeApi::Off,
+            Self::Kubeconfig => {
+                let from_env = std::env::var_os("KUBECONFIG")
+                    .and_then(|v| std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()));
+                let path = from_env.unwrap_or_else(|| {
+                    std::env::var_os("HOME")
+                        .map(std::path::PathBuf::from)
+                        .unwrap_or_default()
+                        .join(".kube")
+                        .join("config")
+                });
+                KubeApi::Kubeconfig(path)
+            }
+        }
+    }
 }
 
 fn parse_seconds(text: &str) -> Result<Duration, String> {
@@ -135,6 +179,7 @@ impl From<ServeArgs> for ServeConfig {
                 }),
                 _ => None,
             },
+            kube_api: args.kube_api.settings(),
         };
         Self {
             grpc_addr: args.grpc_addr,

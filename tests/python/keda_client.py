@@ -112,3 +112,48 @@ class Keda:
         desired = max(self.min_replicas, min(self.max_replicas, desired))
         return Poll(at=time.monotonic(), metric_name=metric.metricName, target=target,
                     value=total, desired=desired, active=active)
+
+
+FALLBACK_BEHAVIORS = ("static", "currentReplicas", "currentReplicasIfHigher",
+                      "currentReplicasIfLower")
+
+
+class KedaWithFallback(Keda):
+    """KEDA with `spec.fallback {failureThreshold, replicas, behavior}` on the HPA path.
+
+    KEDA counts consecutive failed metric reads; a success resets the count. While the count is
+    at most `failureThreshold` the error reaches the HPA, which then keeps the current replicas.
+    Beyond it KEDA answers the HPA with `replicas x target` instead of an error, where
+    `replicas` depends on `behavior`: `static` the fallback replicas (which can be a scale-in),
+    `currentReplicas` the current ones, `currentReplicasIfHigher` the larger of the two,
+    `currentReplicasIfLower` the smaller.
+    """
+
+    def __init__(self, *args, failure_threshold: int, fallback_replicas: int,
+                 behavior: str = "static", **kwargs):
+        super().__init__(*args, **kwargs)
+        assert behavior in FALLBACK_BEHAVIORS, behavior
+        self.failure_threshold = failure_threshold
+        self.fallback_replicas = fallback_replicas
+        self.behavior = behavior
+        self.failures = 0
+
+    def fallback_for(self, current: int) -> int:
+        r = self.fallback_replicas
+        return {"static": r, "currentReplicas": current,
+                "currentReplicasIfHigher": max(current, r),
+                "currentReplicasIfLower": min(current, r)}[self.behavior]
+
+    def hpa_sync(self, current_replicas: int):
+        """One HPA sync: (the replicas the HPA sets, the scaler's error or None)."""
+        try:
+            p = self.poll(current_replicas)
+        except grpc.RpcError as error:
+            self.failures += 1
+            if self.failures <= self.failure_threshold:
+                return current_replicas, error
+            desired = max(self.min_replicas, min(self.max_replicas,
+                                                 self.fallback_for(current_replicas)))
+            return desired, error
+        self.failures = 0
+        return p.desired, None

@@ -4,7 +4,10 @@
 //! state (default 60 s latency / 300 s preemption windows, one scrape per pod every 15 s or
 //! every 1 s of history): record each pod's new snapshot, then compute the fleet signals.
 //! `extract`: turning one parsed `vllm-v1-loaded.prom` body into a `PodSnapshot` (done once
-//! per pod per tick, before `record`). Run: `cargo bench --bench signals`.
+//! per pod per tick, before `record`). `many_reasons`: one pod serving N distinct
+//! `finished_reason` values (160,000 is about 8 MB): parse, extract, record and compute one
+//! round after a first one, the whole of a cycle's pure work for that pod (it grows with the
+//! body, never its square). Run: `cargo bench --bench signals`.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -12,7 +15,9 @@ use std::time::Duration;
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use vllm_keda_core::exposition;
+use vllm_keda_core::policy::PolicyConfig;
 use vllm_keda_core::signals::{FleetWindow, PodSnapshot, SignalSettings};
+use vllm_keda_core::{Scaler, ScrapeRound};
 
 const PODS: usize = 1_000;
 
@@ -24,6 +29,7 @@ fn fixture(name: &str) -> String {
 fn snapshot(name: &str) -> PodSnapshot {
     let body = fixture(name);
     PodSnapshot::from_exposition(&exposition::parse(&body).expect("fixture parses"), None)
+        .expect("fixture is usable")
 }
 
 /// `base + k * step` for every counter and bucket (monotone in `k`, so never a reset).
@@ -243,10 +249,51 @@ fn extract(c: &mut Criterion) {
     let body = fixture("vllm-v1-loaded.prom");
     let parsed = exposition::parse(&body).expect("fixture parses");
     c.bench_function("extract_pod_snapshot_v1_loaded", |b| {
-        b.iter(|| black_box(PodSnapshot::from_exposition(black_box(&parsed), None)))
+        b.iter(|| black_box(PodSnapshot::from_exposition(black_box(&parsed), None)).is_ok())
     });
 }
 
+/// A pod's body with `reasons` distinct `finished_reason` values, each finished `n` times.
+fn many_reasons_body(reasons: usize, n: usize) -> String {
+    use std::fmt::Write as _;
+    let l = "engine=\"0\",model_name=\"m\"";
+    let mut out =
+        format!("vllm:num_requests_waiting{{{l}}} 1\nvllm:num_requests_running{{{l}}} 1\n");
+    for r in 0..reasons {
+        writeln!(
+            out,
+            "vllm:request_success_total{{{l},finished_reason=\"reason-{r:06}\"}} {n}"
+        )
+        .unwrap();
+    }
+    out
+}
+
+fn many_reasons(c: &mut Criterion) {
+    let mut group = c.benchmark_group("many_reasons");
+    for reasons in [10_000usize, 40_000, 160_000] {
+        let (first, second) = (many_reasons_body(reasons, 1), many_reasons_body(reasons, 2));
+        group.throughput(Throughput::Bytes(second.len() as u64));
+        let mut scaler = Scaler::with_settings(SignalSettings::default(), PolicyConfig::default());
+        let round = |body: &str| ScrapeRound::<()>::parse([("pod".to_owned(), Ok(body))], [], None);
+        scaler.record(Duration::ZERO, round(&first));
+        let now = Duration::from_secs(2);
+        group.bench_function(format!("parse_record_compute_{reasons}"), |b| {
+            b.iter(|| {
+                // Recording at the same instant replaces the previous second round.
+                scaler.record(now, round(black_box(&second)));
+                black_box(scaler.signals(now))
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = reasons;
+    config = Criterion::default().sample_size(10).measurement_time(Duration::from_secs(5));
+    targets = many_reasons
+}
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(Duration::from_secs(10));
@@ -260,4 +307,4 @@ criterion_group! {
         .measurement_time(Duration::from_secs(10));
     targets = record_and_compute_cpu
 }
-criterion_main!(benches, cpu);
+criterion_main!(benches, cpu, reasons);

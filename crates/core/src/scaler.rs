@@ -7,29 +7,61 @@
 //!
 //! ```text
 //! bodies --ScrapeRound::parse--> snapshots --Scaler::record--> fleet window
-//!        --Scaler::signals--> FleetSignals --Scaler::decide--> Decision
+//!        --Scaler::signals--> FleetSignals --Scaler::decide--> Step { signals, decision, view }
 //! ```
 //!
 //! [`ScrapeRound::parse`] is pure and stateless, so a caller may run it off its async workers
 //! (the control loop does); [`Scaler::step`] records a round and decides in one call.
 //!
+//! # Never a partial view as if it were complete
+//!
+//! Every [`Step`] carries a [`View`]: which known targets gave usable, current data this round
+//! ([`View::observed`]), which did not and why ([`View::unobserved`]: the fetch failed, the body
+//! is not an exposition, the body is [`TargetFailure::Invalid`], or the data is older than the
+//! staleness bound), and the [`Completeness`] of the answer:
+//!
+//! - [`Completeness::Full`]: every known target answered; the decision is a measurement.
+//! - [`Completeness::PartialHeld`]: some targets answered, some did not. The decision is made
+//!   on the answering pods, scale-out still happens, but the policy never scales in (a target
+//!   that does not answer counts as loaded, so the calm clock restarts).
+//! - [`Completeness::Unavailable`]: targets are known but none gave usable data: the level is
+//!   held ([`crate::policy::Reason::NoData`]) and the answer is no measurement; the service
+//!   answers KEDA `Unavailable` so its `fallback` applies.
+//! - [`Completeness::NoTargets`]: the round named no target. Whether that is a fleet scaled to
+//!   zero (discovery answered with nothing) or an unknown fleet (discovery never succeeded) is
+//!   the caller's to judge.
+//!
+//! Restart safety: a fresh scaler never scales in before it has observed a full calm period
+//! itself, and, told the scale target's current replicas ([`Scaler::set_current_replicas`]),
+//! never answers below them until then (replicas asked for but not ready are capacity on the
+//! way, not idle capacity).
+//!
 //! Pure: no I/O, no clock (`now` is passed in, as everywhere in this crate).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+use serde::Serialize;
 
 use crate::config::ScalerConfig;
 use crate::exposition::{self, ParseError};
-use crate::policy::{Decision, Policy, PolicyConfig, PolicyState};
-use crate::signals::{FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, SignalSettings};
+use crate::policy::{CurrentReplicas, Decision, Policy, PolicyConfig, PolicyState};
+use crate::signals::{
+    FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, STALE_AFTER_INTERVALS, SignalSettings,
+    SnapshotError,
+};
 
-/// Why a target gave no snapshot this round: its fetch failed (the caller's error type), or its
-/// body is not a metrics exposition.
+/// Why a target gave no snapshot this round: its fetch failed (the caller's error type), its
+/// body is not a metrics exposition, or the body parsed but cannot be used.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetFailure<E> {
     /// The caller could not fetch the body.
     Fetch(E),
     /// The body is not in the Prometheus text format.
     Parse(ParseError),
+    /// The body parsed but gives no usable sample: values that cannot be true, duplicate
+    /// series, a broken histogram, no vLLM series, or no series for the configured model.
+    Invalid(SnapshotError),
 }
 
 /// One target's outcome in a round: its snapshot, or why there is none.
@@ -56,7 +88,8 @@ impl<E> Default for ScrapeRound<E> {
 
 impl<E> ScrapeRound<E> {
     /// Parses each fetched body into its snapshot; a failed fetch stays failed. `model` keeps only
-    /// that model's series (vLLM labels them `model_name`). Pure: safe to run on any thread.
+    /// that model's series (vLLM labels them `model_name`); a body without them is
+    /// [`TargetFailure::Invalid`]. Pure: safe to run on any thread.
     pub fn parse<B: AsRef<str>>(
         pods: impl IntoIterator<Item = (String, Result<B, E>)>,
         gpus: impl IntoIterator<Item = (String, Result<B, E>)>,
@@ -66,9 +99,8 @@ impl<E> ScrapeRound<E> {
             .into_iter()
             .map(|(target, body)| {
                 let snapshot = body.map_err(TargetFailure::Fetch).and_then(|body| {
-                    exposition::parse(body.as_ref())
-                        .map(|parsed| PodSnapshot::from_exposition(&parsed, model))
-                        .map_err(TargetFailure::Parse)
+                    let parsed = exposition::parse(body.as_ref()).map_err(TargetFailure::Parse)?;
+                    PodSnapshot::from_exposition(&parsed, model).map_err(TargetFailure::Invalid)
                 });
                 (target, snapshot)
             })
@@ -93,13 +125,161 @@ impl<E> ScrapeRound<E> {
     }
 }
 
-/// What one [`Scaler::step`] produced: the signals and the decision made from them.
+/// How complete the view behind a [`Step`] is (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Completeness {
+    /// Every known target gave usable, current data this round.
+    Full,
+    /// Some known targets did not: the decision uses the answering pods, scale-out still
+    /// happens, scale-in is held.
+    PartialHeld,
+    /// Targets are known but none gave usable, current data: the level is held and the answer
+    /// is no measurement (KEDA should get `Unavailable`).
+    Unavailable,
+    /// The round named no target; the caller knows whether that is a fleet of zero.
+    NoTargets,
+}
+
+impl Completeness {
+    /// `full`, `partial_held`, `unavailable` or `no_targets` (the serde form).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Completeness::Full => "full",
+            Completeness::PartialHeld => "partial_held",
+            Completeness::Unavailable => "unavailable",
+            Completeness::NoTargets => "no_targets",
+        }
+    }
+}
+
+impl std::fmt::Display for Completeness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a known target's data is not part of a step. The texts are the core's own (metric
+/// family names from the catalog, numbers, capped model names): never body bytes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum Missing {
+    /// Its fetch failed this round (the caller holds the error).
+    Fetch,
+    /// Its body is not in the Prometheus text format (the caller holds the error; `line` is
+    /// where parsing stopped).
+    Parse {
+        /// 1-based line of the body where parsing failed.
+        line: usize,
+    },
+    /// Its body parsed but cannot be used ([`SnapshotError`]'s text).
+    Invalid {
+        /// What is wrong, naming the series.
+        error: String,
+    },
+    /// No data this round, and its last usable data is older than the staleness bound.
+    Stale {
+        /// Age of its last usable data, seconds (`None`: it never gave any).
+        age_seconds: Option<f64>,
+        /// The bound, seconds.
+        stale_after_seconds: f64,
+    },
+}
+
+impl Missing {
+    /// `fetch`, `parse`, `invalid` or `stale` (the serde tag).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Missing::Fetch => "fetch",
+            Missing::Parse { .. } => "parse",
+            Missing::Invalid { .. } => "invalid",
+            Missing::Stale { .. } => "stale",
+        }
+    }
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Missing::Fetch => f.write_str("fetch failed"),
+            Missing::Parse { line } => write!(f, "not a metrics body (line {line})"),
+            Missing::Invalid { error } => write!(f, "unusable body: {error}"),
+            Missing::Stale {
+                age_seconds: Some(age),
+                stale_after_seconds,
+            } => write!(
+                f,
+                "stale: last usable data {age:.1} s old > {stale_after_seconds:.1} s"
+            ),
+            Missing::Stale {
+                age_seconds: None, ..
+            } => f.write_str("never gave usable data"),
+        }
+    }
+}
+
+/// A known target whose data is not part of a step, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unobserved {
+    /// The target (URL or replica name).
+    pub target: String,
+    /// Why.
+    pub why: Missing,
+}
+
+/// Which known vLLM targets a step saw, and how complete that is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct View {
+    /// Full, partial (scale-in held), unavailable or no targets.
+    pub completeness: Completeness,
+    /// Targets whose data this round is part of the signals, in target order.
+    pub observed: Vec<String>,
+    /// Known targets whose data is not, with the reason, in target order.
+    pub unobserved: Vec<Unobserved>,
+}
+
+impl View {
+    /// Whether the step's decision is a measurement of the whole fleet.
+    pub fn is_full(&self) -> bool {
+        self.completeness == Completeness::Full
+    }
+
+    /// One line for logs and explanations: "2 of 3 targets observed; not observed: b (fetch
+    /// failed); c (stale: ...)" (at most 5 targets named).
+    pub fn summary(&self) -> String {
+        let known = self.observed.len() + self.unobserved.len();
+        let mut text = format!(
+            "{}: {} of {known} targets observed",
+            self.completeness,
+            self.observed.len()
+        );
+        if !self.unobserved.is_empty() {
+            let named: Vec<String> = self
+                .unobserved
+                .iter()
+                .take(5)
+                .map(|u| format!("{} ({})", u.target, u.why))
+                .collect();
+            text.push_str("; not observed: ");
+            text.push_str(&named.join("; "));
+            if self.unobserved.len() > 5 {
+                text.push_str(&format!("; and {} more", self.unobserved.len() - 5));
+            }
+        }
+        text
+    }
+}
+
+/// What one [`Scaler::step`] (or [`Scaler::decide`]) produced: the signals, the decision made
+/// from them, and the view of the fleet behind both.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     /// The fleet's signals at the step's instant.
     pub signals: FleetSignals,
     /// The policy's decision on them.
     pub decision: Decision,
+    /// Which targets were observed, which were not and why, and the answer's completeness.
+    pub view: View,
 }
 
 /// One ScaledObject's scaler: the fleet window of its targets and its policy with the state the
@@ -109,14 +289,18 @@ pub struct Scaler {
     window: FleetWindow,
     policy: Policy,
     state: PolicyState,
+    /// Why each vLLM target of the last recorded round gave no snapshot.
+    failures: BTreeMap<String, Missing>,
 }
 
 impl Scaler {
-    /// The scaler a ScaledObject's validated metadata describes.
+    /// The scaler a ScaledObject's validated metadata describes. A pod's data is stale after
+    /// [`STALE_AFTER_INTERVALS`] scrape intervals.
     pub fn new(config: &ScalerConfig) -> Self {
         Self::with_settings(
             SignalSettings {
                 model: config.model.clone(),
+                stale_after: config.scrape_interval * STALE_AFTER_INTERVALS,
                 ..SignalSettings::default()
             },
             config.policy.clone(),
@@ -129,14 +313,25 @@ impl Scaler {
             window: FleetWindow::new(signals),
             policy: Policy::new(policy),
             state: PolicyState::default(),
+            failures: BTreeMap::new(),
         }
     }
 
     /// Starts the policy from a replica target held before (a scaler restart that remembers
-    /// what it asked for), instead of from nothing.
+    /// what it asked for), instead of from nothing. The calm clock still starts at the first
+    /// decision: no scale-in before a full calm period observed by this scaler.
     pub fn resume_from(mut self, previous_target: u32) -> Self {
         self.state = PolicyState::with_previous_target(previous_target);
         self
+    }
+
+    /// Tells the policy the scale target's replicas now (its `/scale` subresource, or the pods
+    /// the caller observes when it cannot read that); `None` forgets them. Until this scaler
+    /// has observed a full calm period itself, it never answers below `spec` (clamped to
+    /// min/max), and says so in the explanation; replicas asked for but not ready count as
+    /// capacity on the way. Call it before [`Scaler::step`] whenever the caller learns them.
+    pub fn set_current_replicas(&mut self, current: Option<CurrentReplicas>) {
+        self.state.set_current_replicas(current);
     }
 
     /// The policy's configuration.
@@ -151,8 +346,23 @@ impl Scaler {
         let gpus: Vec<String> = round.gpus.iter().map(|(t, _)| t.clone()).collect();
         self.window.retain_pods(&pods);
         self.window.retain_gpu_targets(&gpus);
+        self.failures.clear();
         for (target, outcome) in round.pods {
-            self.window.record(now, &target, outcome.ok());
+            let snapshot = match outcome {
+                Ok(snapshot) => Some(snapshot),
+                Err(failure) => {
+                    let why = match failure {
+                        TargetFailure::Fetch(_) => Missing::Fetch,
+                        TargetFailure::Parse(error) => Missing::Parse { line: error.line },
+                        TargetFailure::Invalid(error) => Missing::Invalid {
+                            error: error.to_string(),
+                        },
+                    };
+                    self.failures.insert(target.clone(), why);
+                    None
+                }
+            };
+            self.window.record(now, &target, snapshot);
         }
         for (target, outcome) in round.gpus {
             self.window.record_gpu(now, &target, outcome.ok());
@@ -164,11 +374,57 @@ impl Scaler {
         self.window.compute(now)
     }
 
+    /// The view behind `signals` (computed at `signals.at`).
+    pub fn view(&self, signals: &FleetSignals) -> View {
+        let stale_after = self.window.settings().stale_after;
+        let mut observed = Vec::new();
+        let mut unobserved = Vec::new();
+        for pod in &signals.pods {
+            if pod.healthy {
+                observed.push(pod.pod.clone());
+                continue;
+            }
+            let why = match self.failures.get(&pod.pod) {
+                Some(why) => why.clone(),
+                None => Missing::Stale {
+                    age_seconds: self
+                        .window
+                        .latest_at(&pod.pod)
+                        .map(|at| signals.at.saturating_sub(at).as_secs_f64()),
+                    stale_after_seconds: stale_after.as_secs_f64(),
+                },
+            };
+            unobserved.push(Unobserved {
+                target: pod.pod.clone(),
+                why,
+            });
+        }
+        let completeness = if observed.is_empty() && unobserved.is_empty() {
+            Completeness::NoTargets
+        } else if observed.is_empty() {
+            Completeness::Unavailable
+        } else if unobserved.is_empty() {
+            Completeness::Full
+        } else {
+            Completeness::PartialHeld
+        };
+        View {
+            completeness,
+            observed,
+            unobserved,
+        }
+    }
+
     /// Computes the signals at `now` and decides on them.
     pub fn decide(&mut self, now: Duration) -> Step {
         let signals = self.window.compute(now);
         let decision = self.policy.decide(now, &signals, &mut self.state);
-        Step { signals, decision }
+        let view = self.view(&signals);
+        Step {
+            signals,
+            decision,
+            view,
+        }
     }
 
     /// Records one round and decides: the whole pipeline for one scrape interval.

@@ -191,11 +191,11 @@ fn targets_take_each_form() {
         (
             &[(
                 "endpoints",
-                "a:8000,https://b.example:8443/v/metrics,a:8000, ,http://c:9000/",
+                "a:8000,http://b.example:8443/v/metrics,a:8000, ,http://c:9000/",
             )],
             TargetSource::Static(vec![
                 "http://a:8000/metrics".into(),
-                "https://b.example:8443/v/metrics".into(),
+                "http://b.example:8443/v/metrics".into(),
                 "http://c:9000/metrics".into(),
             ]),
         ),
@@ -401,17 +401,27 @@ fn bad_values_name_the_key_the_value_and_what_is_expected() {
         (
             "endpoints",
             "10.0.0.7",
-            "expected comma-separated http(s)://host:port/path URLs or host:port entries, got \"10.0.0.7\"",
+            "expected comma-separated http://host:port/path URLs or host:port entries, got \"10.0.0.7\"",
         ),
         (
             "endpoints",
             "a:8000,ftp://b:21",
-            "expected comma-separated http(s)://host:port/path URLs or host:port entries, got \"ftp://b:21\"",
+            "expected comma-separated http://host:port/path URLs or host:port entries, got \"ftp://b:21\"",
+        ),
+        (
+            "endpoints",
+            "http://a:8000,https://b:8443/metrics",
+            "entry \"https://b:8443/metrics\" uses https://, which the scaler does not scrape (it has no TLS client for targets; vLLM serves /metrics over plain HTTP): write it as \"http://b:8443/metrics\" or remove it",
+        ),
+        (
+            "dcgmEndpoints",
+            "https://dcgm:9400",
+            "entry \"https://dcgm:9400\" uses https://, which the scaler does not scrape (it has no TLS client for targets; vLLM serves /metrics over plain HTTP): write it as \"http://dcgm:9400\" or remove it",
         ),
         (
             "endpoints",
             " , ",
-            "expected comma-separated http(s)://host:port/path URLs or host:port entries, got \" , \"",
+            "expected comma-separated http://host:port/path URLs or host:port entries, got \" , \"",
         ),
         (
             "service",
@@ -426,7 +436,7 @@ fn bad_values_name_the_key_the_value_and_what_is_expected() {
         (
             "dcgmEndpoints",
             "dcgm",
-            "expected comma-separated http(s)://host:port/path URLs or host:port entries, got \"dcgm\"",
+            "expected comma-separated http://host:port/path URLs or host:port entries, got \"dcgm\"",
         ),
     ];
     for (key, value, message) in cases {

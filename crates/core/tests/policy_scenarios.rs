@@ -254,6 +254,26 @@ fn failing_pod_is_not_scaled_in_and_guardrails_wait_for_its_replacement() {
 }
 
 #[test]
+fn unknown_pods_are_not_calm_but_the_answering_ones_still_scale_out() {
+    let p = policy();
+    let mut st = PolicyState::with_previous_target(3);
+    // Two of three pods stop answering; the answering one is idle: never a scale-in.
+    let ds = run(&p, &mut st, 0, 1200, 2, |_| Load::idle(1).unknown(2));
+    assert!(changes(&ds, 3).is_empty(), "{:?}", changes(&ds, 3));
+    let (_, last) = ds.last().unwrap();
+    assert_eq!(last.reason, Reason::Hold);
+    assert_eq!(
+        last.explanation,
+        "within bounds, not calm (2 of 3 known targets not observed (a target that does not answer counts as loaded: no scale-in on a partial view)); holding at 3"
+    );
+    // The answering pod's queue still scales out (demand from what answers).
+    let ds = run(&p, &mut st, 1200, 1300, 2, |_| {
+        Load::idle(1).unknown(2).queue(150.0)
+    });
+    assert_eq!(changes(&ds, 3), vec![(1230, 5, Reason::QueueDepth)]);
+}
+
+#[test]
 fn guardrails_do_not_stack_while_replicas_start() {
     let p = policy_with(|c| c.max_replicas = 20);
     let mut st = PolicyState::with_previous_target(2);
@@ -644,6 +664,7 @@ fn garbage_signals_never_panic_or_print_nan() {
     {
         let load = Load {
             ready: 2,
+            unknown: 0,
             queue: x,
             running: x,
             finished: x,

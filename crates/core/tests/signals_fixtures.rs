@@ -14,7 +14,7 @@ fn fixture(name: &str) -> String {
 fn snapshot(name: &str, model: Option<&str>) -> PodSnapshot {
     let body = fixture(name);
     let parsed = exposition::parse(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
-    PodSnapshot::from_exposition(&parsed, model)
+    PodSnapshot::from_exposition(&parsed, model).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn close(actual: Option<f64>, expected: f64, relative: f64) -> bool {
@@ -88,6 +88,7 @@ fn idle_to_loaded_matches_the_reference_quantiles() {
         latency_window: elapsed,
         preemption_window: elapsed,
         model: None,
+        ..SignalSettings::default()
     });
     window.record(
         Duration::ZERO,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use vllm_keda_core::exposition;
 use vllm_keda_core::signals::{
-    Bucket, FleetWindow, PodSnapshot, SignalSettings, histogram_quantile,
+    Bucket, FleetWindow, PodSnapshot, SignalSettings, SnapshotError, histogram_quantile,
 };
 
 /// One vLLM pod's state; every engine reports the same numbers.
@@ -115,7 +115,7 @@ impl Pod {
     fn snapshot(&self) -> PodSnapshot {
         let body = self.body();
         let parsed = exposition::parse(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
-        PodSnapshot::from_exposition(&parsed, None)
+        PodSnapshot::from_exposition(&parsed, None).unwrap_or_else(|e| panic!("{e}\n{body}"))
     }
 }
 
@@ -306,6 +306,7 @@ fn baseline_is_the_sample_at_or_just_before_the_window_start() {
         latency_window: secs(60),
         preemption_window: secs(300),
         model: None,
+        ..SignalSettings::default()
     });
     let mut pod = Pod::new();
     // One request per 15 s scrape, then a burst in the last interval.
@@ -361,17 +362,22 @@ fn fleet_quantiles_merge_pods_with_different_layouts_like_sum_by_le() {
 fn a_body_without_vllm_load_gauges_is_unknown_not_idle() {
     let mut w = window();
     let parsed = exposition::parse("process_cpu_seconds_total 12.5\nup 1\n").unwrap();
-    w.record(
-        secs(0),
-        "sidecar",
-        Some(PodSnapshot::from_exposition(&parsed, None)),
+    // Not a vLLM body: an error saying so, and the target counts as unknown.
+    let sidecar = PodSnapshot::from_exposition(&parsed, None);
+    assert!(
+        matches!(sidecar, Err(SnapshotError::NoVllmSeries)),
+        "{sidecar:?}"
     );
+    w.record(secs(0), "sidecar", sidecar.ok());
     w.record(secs(0), "a", Some(Pod::new().snapshot()));
-    // The model filter matching nothing is the same: no data for this deployment.
+    // The model filter matching nothing is the same: an error naming both models.
     let body = Pod::new().body();
     let parsed = exposition::parse(&body).unwrap();
     let other_model = PodSnapshot::from_exposition(&parsed, Some("another-model"));
-    w.record(secs(0), "b", Some(other_model));
+    let error = other_model.clone().unwrap_err().to_string();
+    assert!(error.contains("\"another-model\""), "{error}");
+    assert!(error.contains("model_name \"m\""), "{error}");
+    w.record(secs(0), "b", other_model.ok());
     let s = w.compute(secs(0));
     assert_eq!((s.pods_total, s.pods_healthy), (3, 1));
     assert_eq!(s.fleet.queue_depth, 3.0);

@@ -319,7 +319,8 @@ fn bodies_carry_the_catalog_names_kinds_and_buckets() {
         let snapshot = PodSnapshot::from_exposition(
             &vllm_keda_core::exposition::parse(&body).unwrap(),
             Some(MODEL),
-        );
+        )
+        .expect("a usable snapshot");
         assert_eq!(snapshot.info.generation, generation);
         let kv = vllm_keda_core::catalog::Metric::KvCacheUsage.family();
         assert_eq!(

@@ -16,7 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use crate::control::{LoopRegistry, ScaledObject};
+use crate::control::{LoopRegistry, ScaledObject, StartError};
 use crate::proto::external_scaler_server::{ExternalScaler, ExternalScalerServer};
 use crate::proto::{
     GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
@@ -113,8 +113,12 @@ impl ScalerService {
     fn lookup(&self, r: &ScaledObjectRef) -> Result<Arc<ScaledObject>, Status> {
         self.loops
             .get_or_start(&r.namespace, &r.name, &r.scaler_metadata)
-            .map_err(|e| {
-                Status::invalid_argument(format!("scaledobject {}/{}: {e}", r.namespace, r.name))
+            .map_err(|e| match e {
+                StartError::Invalid(e) => Status::invalid_argument(format!(
+                    "scaledobject {}/{}: {e}",
+                    r.namespace, r.name
+                )),
+                StartError::Busy(e) => Status::unavailable(e),
             })
     }
 
@@ -127,10 +131,7 @@ impl ScalerService {
             self.loops
                 .metrics()
                 .unavailable
-                .get_or_create(&ScaledObjectLabels {
-                    namespace: so.key.namespace.clone(),
-                    scaledobject: so.key.name.clone(),
-                })
+                .get_or_create(&ScaledObjectLabels::of(so))
                 .inc();
             Status::unavailable(format!("scaledobject {}: {e}", so.key))
         })

@@ -15,8 +15,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
-use crate::control::{DecisionRecord, LoopRegistry, ScaledObject, TargetHealth};
+use crate::control::{
+    AnswerKind, DecisionRecord, LoopRegistry, ScaleTargetStatus, ScaledObject, TargetHealth,
+};
 use vllm_keda_core::config::{ScalerConfig, TargetSource};
+use vllm_keda_core::policy::CurrentReplicas;
+use vllm_keda_core::scaler::{Unobserved, View};
 use vllm_keda_core::signals::FleetSignals;
 
 /// What the routes read.
@@ -68,6 +72,7 @@ async fn metrics(State(state): State<AdminState>) -> Response {
 struct Summary {
     namespace: String,
     name: String,
+    trigger: String,
     cycles: u64,
     target_replicas: Option<u32>,
     desired_replicas: Option<u32>,
@@ -76,18 +81,36 @@ struct Summary {
     explanation: Option<String>,
     targets_healthy: usize,
     targets_total: usize,
+    /// What KEDA is told: `full`, `partial_held` or `unavailable`.
+    answer: AnswerKind,
+    /// Why `unavailable`, or which targets a `partial_held` answer lacks.
+    answer_detail: Option<String>,
+    /// Targets observed by the latest decision.
+    observed: Vec<String>,
+    /// Targets not observed, and why.
+    not_observed: Vec<Unobserved>,
     idle_seconds: f64,
 }
 
-/// `/debug/scaledobjects/{namespace}/{name}`.
+/// `/debug/scaledobjects/{namespace}/{name}`: the trigger KEDA asked about most recently, and
+/// the ScaledObject's other triggers (each with its own loop) in `other_triggers`.
 #[derive(Debug, Serialize)]
 struct Detail {
     namespace: String,
     name: String,
+    trigger: String,
     config: ConfigView,
     cycles: u64,
+    /// What KEDA is told: `full`, `partial_held` or `unavailable`.
+    answer: AnswerKind,
     /// `null` when the answer is available, else why KEDA gets `Unavailable`.
     unavailable: Option<String>,
+    /// Which targets the latest decision observed, which it did not and why.
+    view: Option<View>,
+    /// The replicas the restart floor used (from the Kubernetes API, or the pods observed).
+    current_replicas: Option<CurrentReplicas>,
+    /// The scale target as read through the Kubernetes API (`null` without an API).
+    scale_target: Option<ScaleTargetStatus>,
     discovery_error: Option<String>,
     targets: Vec<TargetHealth>,
     signals: Option<FleetSignals>,
@@ -95,6 +118,8 @@ struct Detail {
     decisions: Vec<DecisionRecord>,
     last_healthy_unix_seconds: Option<f64>,
     idle_seconds: f64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    other_triggers: Vec<Detail>,
 }
 
 /// The configuration as shown: the metadata as written, plus the validated form.
@@ -139,9 +164,12 @@ fn config_view(so: &ScaledObject) -> ConfigView {
 fn summary(so: &ScaledObject) -> Summary {
     let status = so.latest();
     let decision = status.decision.as_ref();
+    let (answer, answer_detail) = status.answer_kind(tokio::time::Instant::now(), so.stale_after());
+    let view = status.view.as_ref();
     Summary {
         namespace: so.key.namespace.clone(),
         name: so.key.name.clone(),
+        trigger: so.key.trigger.to_string(),
         cycles: status.cycles,
         target_replicas: decision.map(|d| d.target_replicas),
         desired_replicas: decision.map(|d| d.desired_replicas),
@@ -150,6 +178,10 @@ fn summary(so: &ScaledObject) -> Summary {
         explanation: decision.map(|d| d.explanation.clone()),
         targets_healthy: status.targets.iter().filter(|t| t.healthy).count(),
         targets_total: status.targets.len(),
+        answer,
+        answer_detail,
+        observed: view.map(|v| v.observed.clone()).unwrap_or_default(),
+        not_observed: view.map(|v| v.unobserved.clone()).unwrap_or_default(),
         idle_seconds: so.idle_for().as_secs_f64(),
     }
 }
@@ -174,17 +206,32 @@ async fn detail(
         )
             .into_response();
     };
+    let mut detail = trigger_detail(&so);
+    detail.other_triggers = state
+        .loops
+        .find_all(&namespace, &name)
+        .iter()
+        .filter(|other| other.key != so.key)
+        .map(|other| trigger_detail(other))
+        .collect();
+    Json(detail).into_response()
+}
+
+fn trigger_detail(so: &ScaledObject) -> Detail {
     let status = so.latest();
-    let unavailable = status
-        .answer(tokio::time::Instant::now(), so.stale_after())
-        .err()
-        .map(|e| e.0);
-    let detail = Detail {
-        namespace,
-        name,
-        config: config_view(&so),
+    let (answer, detail) = status.answer_kind(tokio::time::Instant::now(), so.stale_after());
+    let unavailable = detail.filter(|_| answer == AnswerKind::Unavailable);
+    Detail {
+        namespace: so.key.namespace.clone(),
+        name: so.key.name.clone(),
+        trigger: so.key.trigger.to_string(),
+        config: config_view(so),
         cycles: status.cycles,
+        answer,
         unavailable,
+        view: status.view.clone(),
+        current_replicas: status.current_replicas,
+        scale_target: status.scale_target.clone(),
         discovery_error: status.discovery_error.clone(),
         targets: status.targets.clone(),
         signals: status.signals.clone(),
@@ -192,6 +239,6 @@ async fn detail(
         decisions: status.history.iter().rev().cloned().collect(),
         last_healthy_unix_seconds: status.last_healthy_unix_seconds,
         idle_seconds: so.idle_for().as_secs_f64(),
-    };
-    Json(detail).into_response()
+        other_triggers: Vec::new(),
+    }
 }

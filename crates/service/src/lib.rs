@@ -12,7 +12,8 @@
 //!    decision in memory.
 //! 5. [`grpc`]: KEDA's external-scaler service, answering from [`control`]'s state.
 //!
-//! Around it: [`http`] (health, `/metrics`, `/debug`), [`tls`] (the gRPC port's TLS, reloaded on
+//! Around it: [`scale_target`] (the scale target's replicas from the Kubernetes API, when
+//! allowed), [`http`] (health, `/metrics`, `/debug`), [`tls`] (the gRPC port's TLS, reloaded on
 //! rotation), [`telemetry`] (own metrics and logs) and [`serve`] (the process: ports, runtimes,
 //! shutdown).
 
@@ -20,6 +21,7 @@ pub mod control;
 pub mod discovery;
 pub mod grpc;
 pub mod http;
+pub mod scale_target;
 pub mod scrape;
 pub mod serve;
 pub mod telemetry;

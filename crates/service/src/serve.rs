@@ -22,6 +22,7 @@ use crate::control::{ControlOptions, LoopRegistry};
 use crate::grpc::ScalerService;
 use crate::http::AdminState;
 use crate::proto::external_scaler_server::ExternalScalerServer;
+use crate::scale_target::{KubeApi, KubeClient};
 use crate::telemetry::Metrics;
 use crate::tls::{self, ReloadingConfig, TlsFiles};
 
@@ -36,6 +37,9 @@ pub struct ServeOptions {
     pub control: ControlOptions,
     /// Serve gRPC over TLS from these files (plaintext when unset).
     pub tls: Option<TlsFiles>,
+    /// How to reach the Kubernetes API for the scale targets' replicas ([`KubeApi::Off`] by
+    /// default).
+    pub kube_api: KubeApi,
 }
 
 impl Default for ServeOptions {
@@ -45,6 +49,8 @@ impl Default for ServeOptions {
             stream_heartbeat: Duration::from_secs(5),
             control: ControlOptions::default(),
             tls: None,
+            // The library's default never reaches for a cluster; `serve` defaults to `auto`.
+            kube_api: KubeApi::Off,
         }
     }
 }
@@ -113,8 +119,12 @@ pub async fn start(
         )),
         None => None,
     };
+    let mut control = options.control.clone();
+    if control.kube.is_none() {
+        control.kube = KubeClient::connect(&options.kube_api).await?;
+    }
     let shutdown = CancellationToken::new();
-    let loops = LoopRegistry::new(metrics, options.control.clone(), shutdown.child_token());
+    let loops = LoopRegistry::new(metrics, control, shutdown.child_token());
     let ready = Arc::new(AtomicBool::new(false));
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();

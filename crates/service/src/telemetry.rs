@@ -5,7 +5,7 @@
 
 use std::sync::atomic::AtomicU64;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -28,22 +28,47 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// Labels of every per-ScaledObject series.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+/// Labels of every per-ScaledObject series: `namespace`, `scaledobject`, and `trigger` only
+/// for a loop started beside another trigger of the same ScaledObject (so a ScaledObject with
+/// one trigger has exactly the first two).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ScaledObjectLabels {
     /// The ScaledObject's namespace.
     pub namespace: String,
     /// The ScaledObject's name.
     pub scaledobject: String,
+    /// The trigger id (see [`crate::control::trigger_id`]), when the label is shown.
+    pub trigger: Option<String>,
+}
+
+impl ScaledObjectLabels {
+    /// The labels of one loop.
+    pub fn of(so: &crate::control::ScaledObject) -> Self {
+        Self {
+            namespace: so.key.namespace.clone(),
+            scaledobject: so.key.name.clone(),
+            trigger: so.trigger_label.clone(),
+        }
+    }
+}
+
+impl EncodeLabelSet for ScaledObjectLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder<'_>) -> Result<(), std::fmt::Error> {
+        ("namespace", self.namespace.as_str()).encode(encoder.encode_label())?;
+        ("scaledobject", self.scaledobject.as_str()).encode(encoder.encode_label())?;
+        if let Some(trigger) = &self.trigger {
+            ("trigger", trigger.as_str()).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
 }
 
 /// Per-ScaledObject labels plus a decision reason.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ReasonLabels {
-    /// The ScaledObject's namespace.
-    pub namespace: String,
-    /// The ScaledObject's name.
-    pub scaledobject: String,
+    /// The ScaledObject (and trigger).
+    #[prometheus(flatten)]
+    pub so: ScaledObjectLabels,
     /// The decision's reason code.
     pub reason: String,
 }
@@ -51,10 +76,9 @@ pub struct ReasonLabels {
 /// Per-ScaledObject labels plus a scrape result.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ResultLabels {
-    /// The ScaledObject's namespace.
-    pub namespace: String,
-    /// The ScaledObject's name.
-    pub scaledobject: String,
+    /// The ScaledObject (and trigger).
+    #[prometheus(flatten)]
+    pub so: ScaledObjectLabels,
     /// One of [`RESULT_LABELS`].
     pub result: String,
 }
@@ -70,10 +94,9 @@ pub struct TlsResultLabels {
 /// Per-ScaledObject labels plus target health.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct HealthLabels {
-    /// The ScaledObject's namespace.
-    pub namespace: String,
-    /// The ScaledObject's name.
-    pub scaledobject: String,
+    /// The ScaledObject (and trigger).
+    #[prometheus(flatten)]
+    pub so: ScaledObjectLabels,
     /// One of [`TARGET_HEALTH`].
     pub health: String,
 }
@@ -360,22 +383,19 @@ impl Metrics {
         self.scrape_duration_seconds.remove(labels);
         for reason in reasons {
             self.decisions.remove(&ReasonLabels {
-                namespace: labels.namespace.clone(),
-                scaledobject: labels.scaledobject.clone(),
+                so: labels.clone(),
                 reason: reason.to_owned(),
             });
         }
         for result in RESULT_LABELS {
             self.scrapes.remove(&ResultLabels {
-                namespace: labels.namespace.clone(),
-                scaledobject: labels.scaledobject.clone(),
+                so: labels.clone(),
                 result: result.to_owned(),
             });
         }
         for health in TARGET_HEALTH {
             self.targets.remove(&HealthLabels {
-                namespace: labels.namespace.clone(),
-                scaledobject: labels.scaledobject.clone(),
+                so: labels.clone(),
                 health: health.to_owned(),
             });
         }
@@ -393,6 +413,7 @@ mod tests {
         ScaledObjectLabels {
             namespace: "ns".into(),
             scaledobject: "llm".into(),
+            trigger: None,
         }
     }
 
@@ -499,23 +520,20 @@ mod tests {
         );
         m.decisions
             .get_or_create(&ReasonLabels {
-                namespace: "ns".into(),
-                scaledobject: "llm".into(),
+                so: labels(),
                 reason: "hold".into(),
             })
             .inc();
         m.scrapes
             .get_or_create(&ResultLabels {
-                namespace: "ns".into(),
-                scaledobject: "llm".into(),
+                so: labels(),
                 result: "ok".into(),
             })
             .inc();
         m.unavailable.get_or_create(&so).inc();
         m.targets
             .get_or_create(&HealthLabels {
-                namespace: "ns".into(),
-                scaledobject: "llm".into(),
+                so: labels(),
                 health: "healthy".into(),
             })
             .set(1);
@@ -570,18 +588,14 @@ mod tests {
     #[test]
     fn exposes_the_contract_names_and_removes_a_scaledobject() {
         let m = Metrics::new();
-        let so = ScaledObjectLabels {
-            namespace: "ns".into(),
-            scaledobject: "llm".into(),
-        };
+        let so = labels();
         m.scaledobject_gauge("target_replicas")
             .unwrap()
             .get_or_create(&so)
             .set(3.0);
         m.decisions
             .get_or_create(&ReasonLabels {
-                namespace: "ns".into(),
-                scaledobject: "llm".into(),
+                so: labels(),
                 reason: "hold".into(),
             })
             .inc();
@@ -603,5 +617,36 @@ mod tests {
         m.remove_scaledobject(&so, ["hold"]);
         let text = m.encode();
         assert!(!text.contains("scaledobject=\"llm\""), "{text}");
+    }
+
+    #[test]
+    fn a_second_trigger_has_its_own_series_under_a_trigger_label() {
+        let m = Metrics::new();
+        let first = labels();
+        let second = ScaledObjectLabels {
+            trigger: Some("00ff00ff00ff00ff".into()),
+            ..labels()
+        };
+        let family = m.scaledobject_gauge("target_replicas").unwrap();
+        family.get_or_create(&first).set(2.0);
+        family.get_or_create(&second).set(5.0);
+        m.decisions
+            .get_or_create(&ReasonLabels {
+                so: second.clone(),
+                reason: "hold".into(),
+            })
+            .inc();
+        let text = m.encode();
+        for line in [
+            "vllm_keda_scaler_target_replicas{namespace=\"ns\",scaledobject=\"llm\"} 2.0",
+            "vllm_keda_scaler_target_replicas{namespace=\"ns\",scaledobject=\"llm\",trigger=\"00ff00ff00ff00ff\"} 5.0",
+            "vllm_keda_scaler_decisions_total{namespace=\"ns\",scaledobject=\"llm\",trigger=\"00ff00ff00ff00ff\",reason=\"hold\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+        m.remove_scaledobject(&second, ["hold"]);
+        let text = m.encode();
+        assert!(!text.contains("trigger="), "{text}");
+        assert!(text.contains("scaledobject=\"llm\"} 2.0"), "{text}");
     }
 }

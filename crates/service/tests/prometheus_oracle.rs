@@ -365,6 +365,7 @@ fn ours(scrapes: &Scrapes, last_n: usize) -> FleetSignals {
         latency_window: span,
         preemption_window: span,
         model: None,
+        ..SignalSettings::default()
     });
     for (ms, samples) in &chosen {
         let exposition = Exposition {
@@ -385,7 +386,7 @@ fn ours(scrapes: &Scrapes, last_n: usize) -> FleetSignals {
                 .collect(),
             families: Vec::new(),
         };
-        let snapshot = PodSnapshot::from_exposition(&exposition, None);
+        let snapshot = PodSnapshot::from_exposition(&exposition, None).expect("a usable snapshot");
         let at = Duration::from_millis((**ms - first) as u64);
         window.record(at, "target", Some(snapshot));
     }

@@ -24,12 +24,13 @@ fn snapshot(outcome: &ScrapeOutcome) -> Result<PodSnapshot, ScrapeError> {
     let body = outcome.result.as_ref().map_err(Clone::clone)?;
     let parsed =
         exposition::parse(body).map_err(|e| ScrapeError::parse(outcome.url.as_str(), e))?;
-    Ok(PodSnapshot::from_exposition(&parsed, None))
+    PodSnapshot::from_exposition(&parsed, None)
+        .map_err(|e| ScrapeError::parse(outcome.url.as_str(), e))
 }
 
 fn snapshot_of(body: &Bytes) -> PodSnapshot {
     let text = std::str::from_utf8(body).unwrap();
-    PodSnapshot::from_exposition(&exposition::parse(text).unwrap(), None)
+    PodSnapshot::from_exposition(&exposition::parse(text).unwrap(), None).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

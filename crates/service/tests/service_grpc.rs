@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tonic::Code;
+use vllm_keda_service::control::ControlOptions;
 use vllm_keda_service::proto::external_scaler_client::ExternalScalerClient;
 use vllm_keda_service::proto::{GetMetricsRequest, ScaledObjectRef};
 use vllm_keda_service::serve::{self, ServeOptions, Server};
@@ -248,25 +249,135 @@ async fn streams_push_at_once_and_end_on_shutdown() {
     .await;
 }
 
+async fn start_server_with(control: ControlOptions) -> Server {
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let options = ServeOptions {
+        stream_heartbeat: Duration::from_millis(200),
+        control,
+        ..ServeOptions::default()
+    };
+    serve::start(grpc, http, options).await.unwrap()
+}
+
 #[tokio::test]
-async fn changed_metadata_restarts_the_loop() {
-    within("restart", async {
+async fn each_trigger_of_a_scaledobject_has_its_own_loop_and_flapping_restarts_none() {
+    within("two triggers", async {
+        // No request waiting or running: inactive.
+        let quiet: String = IDLE
+            .lines()
+            .map(|l| match l.strip_prefix("vllm:num_requests_running{") {
+                Some(rest) => format!("vllm:num_requests_running{{{} 0.0\n", rest.rsplit_once(' ').unwrap().0),
+                None => format!("{l}\n"),
+            })
+            .collect();
+        let a = start_pod(&quiet).await;
+        let b = start_pod(LOADED).await;
+        let server = start_server().await;
+        let mut c = client(server.grpc_addr()).await;
+        // KEDA sends each trigger's metadata under the same namespace/name, alternating.
+        let (one, two) = (valid(&a.url), valid(&b.url));
+        for _ in 0..100 {
+            c.get_metric_spec(so_ref("two", one.clone())).await.unwrap();
+            c.get_metric_spec(so_ref("two", two.clone())).await.unwrap();
+        }
+        let loops = server.loops().find_all("llm", "two");
+        assert_eq!(loops.len(), 2, "one loop per trigger");
+        let first = server.loops().find_trigger("llm", "two", &one).unwrap();
+        let second = server.loops().find_trigger("llm", "two", &two).unwrap();
+        assert_ne!(first.key.trigger, second.key.trigger);
+        // Each loop answers from its own targets: the loaded trigger is active, the quiet one
+        // is not (both run at once; neither restarted the other).
+        let on_one = c.is_active(so_ref("two", one.clone())).await.unwrap();
+        let on_two = c.is_active(so_ref("two", two.clone())).await.unwrap();
+        assert!(!on_one.into_inner().result);
+        assert!(on_two.into_inner().result);
+        assert!(!first.is_stopped() && !second.is_stopped());
+        assert!(Arc::ptr_eq(
+            &first,
+            &server.loops().find_trigger("llm", "two", &one).unwrap()
+        ));
+        // The second loop's series carry its trigger id; the first's keep the two labels.
+        let text = server.loops().metrics().encode();
+        let labelled = format!(
+            "vllm_keda_scaler_min_replicas{{namespace=\"llm\",scaledobject=\"two\",trigger=\"{}\"}} 1.0",
+            second.key.trigger
+        );
+        assert!(text.contains(&labelled), "missing {labelled:?} in:\n{text}");
+        assert!(
+            text.contains("vllm_keda_scaler_min_replicas{namespace=\"llm\",scaledobject=\"two\"} 1.0"),
+            "{text}"
+        );
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn replaced_metadata_stops_the_old_loop_once_keda_asks_only_the_new() {
+    within("replaced metadata", async {
         let a = start_pod(IDLE).await;
         let b = start_pod(IDLE).await;
-        let server = start_server().await;
+        let server = start_server_with(ControlOptions {
+            superseded_stop: Duration::from_millis(300),
+            ..ControlOptions::default()
+        })
+        .await;
         let mut c = client(server.grpc_addr()).await;
         c.get_metric_spec(so_ref("moving", valid(&a.url)))
             .await
             .unwrap();
         let first = server.loops().find("llm", "moving").unwrap();
-        c.get_metric_spec(so_ref("moving", valid(&b.url)))
+        while !first.is_stopped() {
+            c.get_metrics(GetMetricsRequest {
+                scaled_object_ref: Some(so_ref("moving", valid(&b.url))),
+                metric_name: "vllm-desired-replicas".into(),
+            })
             .await
             .unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Stopped only once it had gone unasked for superseded_stop.
+        assert!(first.idle_for() >= Duration::from_millis(300));
         let second = server.loops().find("llm", "moving").unwrap();
-        assert!(first.is_stopped());
         assert!(!second.is_stopped());
         assert_eq!(second.metadata["endpoints"], b.url);
-        assert_eq!(server.loops().list().len(), 1);
+        while server.loops().list().len() != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn metadata_changing_on_every_call_cannot_start_loops_without_bound() {
+    within("metadata flapping", async {
+        let a = start_pod(IDLE).await;
+        let server = start_server_with(ControlOptions {
+            max_triggers: 4,
+            ..ControlOptions::default()
+        })
+        .await;
+        let mut c = client(server.grpc_addr()).await;
+        let mut busy = 0;
+        for i in 0..50 {
+            let mut m = valid(&a.url);
+            // A scrape interval longer than this test: no loop is idle for one.
+            m.insert("scrapeIntervalSeconds".into(), "30".into());
+            m.insert("queueDepthPerReplica".into(), format!("{}", 10 + i));
+            match c.get_metric_spec(so_ref("flapping", m)).await {
+                Ok(_) => {}
+                Err(err) => {
+                    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+                    assert!(err.message().contains("llm/flapping"), "{err:?}");
+                    busy += 1;
+                }
+            }
+        }
+        // Four loops at most, each asked within its scrape interval: the rest wait.
+        assert_eq!(server.loops().find_all("llm", "flapping").len(), 4);
+        assert_eq!(busy, 46);
         server.shutdown().await.unwrap();
     })
     .await;

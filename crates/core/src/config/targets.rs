@@ -162,17 +162,36 @@ pub(super) fn service(value: &str) -> Result<(String, Option<u16>), String> {
 
 /// A comma-separated list of URLs or `host:port` (`endpoints`, `dcgmEndpoints`): at least one.
 pub(super) fn endpoints(value: &str) -> Result<Vec<Endpoint>, String> {
-    let what = "comma-separated http(s)://host:port/path URLs or host:port entries";
+    let what = "comma-separated http://host:port/path URLs or host:port entries";
     let list = value
         .split(',')
         .map(str::trim)
         .filter(|e| !e.is_empty())
-        .map(|entry| endpoint(entry).ok_or_else(|| expected(what, entry)))
+        .map(|entry| {
+            refuse_unscraped_scheme(entry)?;
+            endpoint(entry).ok_or_else(|| expected(what, entry))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     if list.is_empty() {
         return Err(expected(what, value));
     }
     Ok(list)
+}
+
+/// An entry whose scheme the scaler does not scrape (`https://`) can never give data: refused
+/// here, naming the entry and the fix, instead of failing every scrape later.
+fn refuse_unscraped_scheme(entry: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = entry.split_once("://") else {
+        return Ok(());
+    };
+    if scheme.eq_ignore_ascii_case("https") {
+        return Err(format!(
+            "entry {entry:?} uses https://, which the scaler does not scrape (it has no TLS \
+             client for targets; vLLM serves /metrics over plain HTTP): write it as \
+             \"http://{rest}\" or remove it"
+        ));
+    }
+    Ok(())
 }
 
 fn endpoint(entry: &str) -> Option<Endpoint> {
@@ -187,7 +206,7 @@ fn endpoint(entry: &str) -> Option<Endpoint> {
         None => (None, entry),
     };
     if let Some(s) = &scheme {
-        if s != "http" && s != "https" {
+        if s != "http" {
             return None;
         }
     }
@@ -248,7 +267,7 @@ mod tests {
             url("http://a:8000", p).as_deref(),
             Some("http://a:8000/metrics")
         );
-        assert_eq!(url("https://a/x/m", p).as_deref(), Some("https://a/x/m"));
+        assert_eq!(url("http://a/x/m", p).as_deref(), Some("http://a/x/m"));
         assert_eq!(
             url("http://[::1]:9/", p).as_deref(),
             Some("http://[::1]:9/metrics")
@@ -258,11 +277,20 @@ mod tests {
             "a:0",
             "a:99999",
             "ftp://a:1",
+            "https://a:1",
             "a:1/metrics",
             "http://:80",
             "http://a b",
         ] {
             assert_eq!(url(bad, p), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn an_https_entry_is_refused_naming_it_and_the_fix() {
+        let error = endpoints("http://a:8000, HTTPS://b:8443/m ,c:8000").unwrap_err();
+        assert!(error.contains("\"HTTPS://b:8443/m\""), "{error}");
+        assert!(error.contains("\"http://b:8443/m\""), "{error}");
+        assert!(endpoints("http://a:8000,c:8000").is_ok());
     }
 }

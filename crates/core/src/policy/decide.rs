@@ -44,14 +44,15 @@ pub(super) fn decide(
         st.breach_since = None;
         st.calm_since = None;
         st.kv_critical_since = None;
-        let level = st.level.unwrap_or_else(|| clamp(known, c));
+        let (level, floor_note) =
+            apply_floor(c, st, st.level.unwrap_or_else(|| clamp(known, c)), o.ready);
         let active = signals.pods_total > 0 && st.last_active;
         let target = match c.mode {
             Mode::Active => level,
             Mode::Advisory => clamp(known, c),
         };
         let explanation = format!(
-            "no ready replica answered ({} known, 0 ready); holding at {level}; calm and breach clocks restart",
+            "no ready replica answered ({} known, 0 ready); holding at {level}; calm and breach clocks restart{floor_note}",
             signals.pods_total
         );
         return finish(
@@ -66,7 +67,7 @@ pub(super) fn decide(
         );
     }
 
-    let level = clamp(st.level.unwrap_or(known), c);
+    let (level, floor_note) = apply_floor(c, st, clamp(st.level.unwrap_or(known), c), o.ready);
     st.level = Some(level);
     let active = o.active();
     st.last_active = active;
@@ -81,7 +82,11 @@ pub(super) fn decide(
         st.breach_since = None;
     }
     if calm {
-        st.calm_since.get_or_insert(now);
+        let since = *st.calm_since.get_or_insert(now);
+        if now.saturating_sub(since) >= c.scale_down_stabilization {
+            // From here on the policy's own calm clock rules scale-in: the restart floor ends.
+            st.calm_period_seen = true;
+        }
     } else {
         st.calm_since = None;
     }
@@ -121,7 +126,34 @@ pub(super) fn decide(
         Mode::Active => next,
         Mode::Advisory => o.ready,
     };
+    let text = if next == level {
+        text + &floor_note
+    } else {
+        text
+    };
     finish(c, now, &o, target, next, active, reason, text)
+}
+
+/// The restart floor: until this state has observed a full calm period, the level is at least
+/// the scale target's current replicas (clamped to min/max). Returns the level and, when the
+/// floor raised it, the sentence saying so with the numbers (else empty).
+fn apply_floor(c: &PolicyConfig, st: &PolicyState, level: u32, ready: u32) -> (u32, String) {
+    let Some(current) = st.current.filter(|_| !st.calm_period_seen) else {
+        return (level, String::new());
+    };
+    let floor = clamp(current.spec, c);
+    if floor <= level {
+        return (level, String::new());
+    }
+    let ready = current.ready.unwrap_or(ready).min(current.spec);
+    let note = format!(
+        "; held at {floor}, not {level}: {} {} ({ready} ready, {} starting, counted as capacity on the way) and this scaler has not yet observed a full calm period of {} itself since it started",
+        current.source.describe(),
+        current.spec,
+        current.spec - ready,
+        dur(c.scale_down_stabilization)
+    );
+    (floor, note)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -29,6 +29,14 @@
 //!   the level drops by at most `scaleDownPods` per `scaleDownPeriodSeconds`. Any non-calm
 //!   sample restarts the calm clock; so does a sample with no ready replica. A fresh [`PolicyState`] (a restart) starts the calm clock at
 //!   its first decision, so a restart never scales in during its first calm period.
+//! - **Unknown pods are not calm**: a known target that gave no usable, current data this round
+//!   (`pods_total > pods_healthy`: failed, invalid or stale) fails the calm check, so a partial
+//!   view never scales in and restarts the calm clock; the triggers still read the pods that
+//!   answer, so scale-out still happens.
+//! - **Restart floor**: told the scale target's current replicas
+//!   ([`PolicyState::set_current_replicas`]), the level is never below them until this state has
+//!   seen calm hold for a full `scaleDownStabilizationSeconds`; the explanation says so with the
+//!   numbers.
 //! - **HPA tolerance**: the HPA ignores a value within `hpaTolerance` of its current replicas.
 //!   A scale-up is widened to the smallest step the HPA acts on (or held, reason
 //!   [`Reason::HoldTolerance`], when max forbids it); a scale-in step inside the band is still
@@ -293,6 +301,39 @@ pub struct Decision {
     pub explanation: String,
 }
 
+/// Where [`CurrentReplicas::spec`] comes from, for the explanation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicaSource {
+    /// The scale target's `/scale` subresource (`spec.replicas`), read through the Kubernetes
+    /// API.
+    ScaleSubresource,
+    /// The pods the caller observes (discovered targets), when it may not read `/scale`.
+    ObservedPods,
+}
+
+impl ReplicaSource {
+    fn describe(self) -> &'static str {
+        match self {
+            ReplicaSource::ScaleSubresource => "the scale target asks for",
+            ReplicaSource::ObservedPods => "pods observed",
+        }
+    }
+}
+
+/// The scale target's replicas as the caller knows them now: a floor for the answer until the
+/// scaler has observed a full calm period itself (restart safety).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CurrentReplicas {
+    /// Replicas the scale target asks for (`/scale` `spec.replicas`), or the pods observed.
+    pub spec: u32,
+    /// Of those, the ready ones, when the caller knows (else the targets that answer are
+    /// taken as the ready ones). `spec - ready` are starting: capacity on the way.
+    pub ready: Option<u32>,
+    /// Where `spec` comes from.
+    pub source: ReplicaSource,
+}
+
 /// What the policy remembers between decisions. A fresh (default) state is a restart: the
 /// level starts at the replicas seen and the calm clock starts at the first decision.
 #[derive(Debug, Clone, Default)]
@@ -313,6 +354,11 @@ pub struct PolicyState {
     down_steps: VecDeque<(Duration, u32)>,
     /// The last activity seen (held while no replica answers).
     last_active: bool,
+    /// The scale target's replicas as the caller last said (the restart floor).
+    current: Option<CurrentReplicas>,
+    /// Whether this state has seen calm hold for a full calm period: until then the level
+    /// never falls below `current.spec`.
+    calm_period_seen: bool,
 }
 
 impl PolicyState {
@@ -324,6 +370,18 @@ impl PolicyState {
             level: Some(target),
             ..Self::default()
         }
+    }
+
+    /// Sets (or, with `None`, forgets) the scale target's current replicas: until a full calm
+    /// period has been observed, the level is never below them.
+    pub fn set_current_replicas(&mut self, current: Option<CurrentReplicas>) {
+        self.current = current;
+    }
+
+    /// Whether a full calm period has been observed since this state began (after which the
+    /// restart floor no longer applies).
+    pub fn calm_period_seen(&self) -> bool {
+        self.calm_period_seen
     }
 
     /// The replica count the policy is asking for, once it has decided.

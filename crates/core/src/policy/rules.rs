@@ -11,6 +11,8 @@ use crate::signals::FleetSignals;
 /// (quantiles, fractions, rates) or zero (counts).
 pub(super) struct Observed {
     pub(super) ready: u32,
+    /// Known targets that gave no usable, current data (failed, invalid or stale).
+    pub(super) unknown: u32,
     pub(super) queue: f64,
     pub(super) running: f64,
     pub(super) finished: f64,
@@ -39,6 +41,7 @@ impl Observed {
         let f = &s.fleet;
         Self {
             ready: to_u32(s.pods_healthy),
+            unknown: to_u32(s.pods_total.saturating_sub(s.pods_healthy)),
             queue: count(f.queue_depth),
             running: count(f.running),
             finished: count(f.requests_finished_in_window),
@@ -158,6 +161,15 @@ pub(super) fn triggers(
 pub(super) fn calm_check(c: &PolicyConfig, o: &Observed) -> (Vec<String>, Vec<String>) {
     let mut not_calm = Vec::new();
     let mut facts = Vec::new();
+    if o.unknown > 0 {
+        // Unknown pods are not calm: a pod whose /metrics stops answering is often the one
+        // that is overloaded, so it counts as loaded and scale-in waits for a full view.
+        not_calm.push(format!(
+            "{} of {} known targets not observed (a target that does not answer counts as loaded: no scale-in on a partial view)",
+            o.unknown,
+            o.unknown.saturating_add(o.ready)
+        ));
+    }
     if o.queue > 0.0 {
         not_calm.push(format!(
             "queue {} > 0, {} per ready replica",

@@ -91,8 +91,14 @@ impl PodCompute {
         };
         self.prompt = delta(then.prompt, now.prompt);
         self.generation = delta(then.generation, now.generation);
+        // Both lists are sorted by reason (they come from a map): a binary search per reason,
+        // never a scan, so a pod serving many distinct reasons costs O(n log n).
         for (reason, now_value) in &now.success {
-            let before = then.success.iter().find(|(r, _)| r == reason);
+            let before = then
+                .success
+                .binary_search_by(|(r, _)| r.as_str().cmp(reason.as_str()))
+                .ok()
+                .map(|i| &then.success[i]);
             if let Some(d) = delta(before.map(|(_, v)| *v), Some(*now_value)) {
                 self.success.push((reason.clone(), d));
             }

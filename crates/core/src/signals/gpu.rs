@@ -6,11 +6,11 @@
 //! own: fetching, parsing or the field names (see [`crate::catalog::dcgm`]). GPU readings are
 //! reported, never a scale input on their own.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use crate::catalog::dcgm;
-use crate::exposition::{Exposition, Sample};
+use crate::exposition::Exposition;
 
 use super::{GpuSignals, MaxMean};
 
@@ -49,7 +49,8 @@ impl GpuDevice {
         (total > 0.0).then(|| used / total)
     }
 
-    /// Identity across scrapes: the UUID, else hostname and index.
+    /// Identity across scrapes: the UUID, else hostname and index (what [`GpuIndex`] gives).
+    #[cfg(test)]
     fn same_gpu(&self, uuid: Option<&str>, hostname: Option<&str>, gpu: Option<&str>) -> bool {
         match (self.uuid.as_deref(), uuid) {
             (Some(a), Some(b)) => a == b,
@@ -66,9 +67,11 @@ pub struct GpuSnapshot {
 }
 
 impl GpuSnapshot {
-    /// Extracts per-GPU readings from a parsed dcgm-exporter body.
+    /// Extracts per-GPU readings from a parsed dcgm-exporter body (O(n) in the samples: GPUs
+    /// are found through a map, never a scan per sample).
     pub fn from_exposition(exposition: &Exposition<'_>) -> Self {
         let mut snapshot = GpuSnapshot::default();
+        let mut index = GpuIndex::default();
         for sample in &exposition.samples {
             let setter: fn(&mut GpuDevice, f64) = match sample.name {
                 dcgm::FB_USED => |d, v| d.fb_used_mib = Some(v),
@@ -81,39 +84,80 @@ impl GpuSnapshot {
             if !sample.value.is_finite() {
                 continue;
             }
-            let device = snapshot.device_for(sample);
-            setter(device, sample.value);
+            let uuid = sample.label(dcgm::LABEL_UUID);
+            let hostname = sample
+                .label(dcgm::LABEL_HOSTNAME)
+                .or_else(|| sample.label(dcgm::LABEL_HOSTNAME_LOWER));
+            let gpu = sample.label(dcgm::LABEL_GPU);
+            let at = match index.find(uuid, hostname, gpu) {
+                Some(at) => at,
+                None => {
+                    let owned = |v: Option<&str>| v.map(str::to_owned);
+                    snapshot.gpus.push(GpuDevice {
+                        uuid: owned(uuid),
+                        gpu: owned(gpu),
+                        hostname: owned(hostname),
+                        model_name: owned(sample.label(dcgm::LABEL_MODEL_NAME)),
+                        pod: owned(sample.label(dcgm::LABEL_POD)).filter(|p| !p.is_empty()),
+                        namespace: owned(sample.label(dcgm::LABEL_NAMESPACE))
+                            .filter(|n| !n.is_empty()),
+                        ..GpuDevice::default()
+                    });
+                    let at = snapshot.gpus.len() - 1;
+                    index.insert(&snapshot.gpus[at], at);
+                    at
+                }
+            };
+            setter(&mut snapshot.gpus[at], sample.value);
         }
         snapshot
     }
+}
 
-    fn device_for(&mut self, sample: &Sample<'_>) -> &mut GpuDevice {
-        let uuid = sample.label(dcgm::LABEL_UUID);
-        let hostname = sample
-            .label(dcgm::LABEL_HOSTNAME)
-            .or_else(|| sample.label(dcgm::LABEL_HOSTNAME_LOWER));
-        let gpu = sample.label(dcgm::LABEL_GPU);
-        let found = self
-            .gpus
-            .iter()
-            .position(|d| d.same_gpu(uuid, hostname, gpu));
-        let index = match found {
-            Some(index) => index,
-            None => {
-                let owned = |v: Option<&str>| v.map(str::to_owned);
-                self.gpus.push(GpuDevice {
-                    uuid: owned(uuid),
-                    gpu: owned(gpu),
-                    hostname: owned(hostname),
-                    model_name: owned(sample.label(dcgm::LABEL_MODEL_NAME)),
-                    pod: owned(sample.label(dcgm::LABEL_POD)).filter(|p| !p.is_empty()),
-                    namespace: owned(sample.label(dcgm::LABEL_NAMESPACE)).filter(|n| !n.is_empty()),
-                    ..GpuDevice::default()
-                });
-                self.gpus.len() - 1
+/// GPUs by identity, giving what a scan with [`GpuDevice::same_gpu`] in order would: the first
+/// device with the same UUID when both have one, else the first with the same hostname and
+/// index.
+#[derive(Default)]
+struct GpuIndex {
+    by_uuid: HashMap<String, usize>,
+    /// Devices without a UUID, by (hostname, index).
+    no_uuid: HashMap<(Option<String>, Option<String>), usize>,
+    /// All devices, by (hostname, index).
+    all: HashMap<(Option<String>, Option<String>), usize>,
+}
+
+impl GpuIndex {
+    fn of(devices: &[GpuDevice]) -> Self {
+        let mut index = Self::default();
+        for (at, device) in devices.iter().enumerate() {
+            index.insert(device, at);
+        }
+        index
+    }
+
+    fn insert(&mut self, device: &GpuDevice, at: usize) {
+        let place = (device.hostname.clone(), device.gpu.clone());
+        match &device.uuid {
+            Some(uuid) => {
+                self.by_uuid.entry(uuid.clone()).or_insert(at);
             }
-        };
-        &mut self.gpus[index]
+            None => {
+                self.no_uuid.entry(place.clone()).or_insert(at);
+            }
+        }
+        self.all.entry(place).or_insert(at);
+    }
+
+    fn find(&self, uuid: Option<&str>, hostname: Option<&str>, gpu: Option<&str>) -> Option<usize> {
+        let place = (hostname.map(str::to_owned), gpu.map(str::to_owned));
+        match uuid {
+            // A device with the UUID, or one without any UUID at the same place: the first.
+            Some(uuid) => match (self.by_uuid.get(uuid), self.no_uuid.get(&place)) {
+                (Some(&a), Some(&b)) => Some(a.min(b)),
+                (a, b) => a.or(b).copied(),
+            },
+            None => self.all.get(&place).copied(),
+        }
     }
 }
 
@@ -171,20 +215,17 @@ impl GpuHistory {
         };
         let (base_at, base) = &self.entries[base_index];
         let seconds = last_at.saturating_sub(*base_at).as_secs_f64();
+        let base_index = GpuIndex::of(&base.gpus);
         last.gpus
             .iter()
             .map(|device| {
-                let then = base
-                    .gpus
-                    .iter()
-                    .find(|d| {
-                        d.same_gpu(
-                            device.uuid.as_deref(),
-                            device.hostname.as_deref(),
-                            device.gpu.as_deref(),
-                        )
-                    })
-                    .and_then(|d| d.ecc_sbe_total);
+                let then = base_index
+                    .find(
+                        device.uuid.as_deref(),
+                        device.hostname.as_deref(),
+                        device.gpu.as_deref(),
+                    )
+                    .and_then(|at| base.gpus[at].ecc_sbe_total);
                 let ecc_per_second = match (then, device.ecc_sbe_total) {
                     // A counter that went down (exporter or driver restart) gives no rate.
                     (Some(then), Some(now)) if seconds > 0.0 && now >= then => {
@@ -201,17 +242,49 @@ impl GpuHistory {
     }
 }
 
+/// The host part of a target (a URL, `host:port`, or a pod name).
+fn target_host(target: &str) -> &str {
+    let without_scheme = target.split_once("://").map_or(target, |(_, rest)| rest);
+    without_scheme
+        .split(['/', ':'])
+        .next()
+        .unwrap_or(without_scheme)
+}
+
+/// vLLM targets by every `pod` label value that [`pod_matches`] them: the target itself, its
+/// host, and each prefix of its host that ends before a `.`. A lookup gives the first target
+/// in order that matches, as a scan would, in O(1) instead of O(pods).
+pub(super) struct PodIndex<'a> {
+    by_label: HashMap<&'a str, usize>,
+}
+
+impl<'a> PodIndex<'a> {
+    pub(super) fn new(targets: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut by_label = HashMap::new();
+        for (at, target) in targets.into_iter().enumerate() {
+            let host = target_host(target);
+            by_label.entry(target).or_insert(at);
+            by_label.entry(host).or_insert(at);
+            for (dot, _) in host.match_indices('.') {
+                by_label.entry(&host[..dot]).or_insert(at);
+            }
+        }
+        Self { by_label }
+    }
+
+    /// The first target that is the pod named `pod_label`.
+    pub(super) fn find(&self, pod_label: &str) -> Option<usize> {
+        self.by_label.get(pod_label).copied()
+    }
+}
+
 /// Whether a vLLM target (a URL, `host:port`, or a pod name) is the pod named `pod_label`:
 /// equal, or its host is the pod name or starts with `<pod>.` (a pod DNS name).
 pub fn pod_matches(target: &str, pod_label: &str) -> bool {
     if target == pod_label {
         return true;
     }
-    let without_scheme = target.split_once("://").map_or(target, |(_, rest)| rest);
-    let host = without_scheme
-        .split(['/', ':'])
-        .next()
-        .unwrap_or(without_scheme);
+    let host = target_host(target);
     host == pod_label
         || host
             .strip_prefix(pod_label)
@@ -252,6 +325,58 @@ pub(super) fn aggregate(readings: Vec<&DeviceReading<'_>>) -> GpuSignals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The index finds what a scan with `same_gpu` in order finds, UUIDs or not.
+        #[test]
+        fn the_gpu_index_finds_what_a_scan_finds(
+            devices in proptest::collection::vec(
+                (proptest::option::of(0u8..4), proptest::option::of(0u8..3), proptest::option::of(0u8..3)),
+                0..12,
+            ),
+            probe in (proptest::option::of(0u8..5), proptest::option::of(0u8..3), proptest::option::of(0u8..3)),
+        ) {
+            let text = |v: Option<u8>| v.map(|v| v.to_string());
+            let devices: Vec<GpuDevice> = devices
+                .into_iter()
+                .map(|(uuid, host, gpu)| GpuDevice {
+                    uuid: text(uuid),
+                    hostname: text(host),
+                    gpu: text(gpu),
+                    ..GpuDevice::default()
+                })
+                .collect();
+            let (uuid, host, gpu) = (text(probe.0), text(probe.1), text(probe.2));
+            let (uuid, host, gpu) = (uuid.as_deref(), host.as_deref(), gpu.as_deref());
+            let scan = devices.iter().position(|d| d.same_gpu(uuid, host, gpu));
+            proptest::prop_assert_eq!(GpuIndex::of(&devices).find(uuid, host, gpu), scan);
+        }
+    }
+
+    #[test]
+    fn the_pod_index_finds_what_a_scan_finds() {
+        let targets = [
+            "http://vllm-0.vllm.ns.svc:8000/metrics",
+            "vllm-0",
+            "http://10.0.0.5:8000/metrics",
+            "vllm-1.vllm:8000",
+            "http://vllm-01:8000/metrics",
+        ];
+        let index = PodIndex::new(targets);
+        for label in [
+            "vllm-0",
+            "vllm-1",
+            "vllm-01",
+            "vllm",
+            "10",
+            "10.0.0.5",
+            "vllm-0.vllm",
+            "x",
+        ] {
+            let scan = targets.iter().position(|t| pod_matches(t, label));
+            assert_eq!(index.find(label), scan, "{label}");
+        }
+    }
 
     #[test]
     fn pod_names_match_urls_and_dns_names() {

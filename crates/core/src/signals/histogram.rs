@@ -31,20 +31,36 @@ pub struct Histogram {
 
 impl Histogram {
     /// Adds `count` to the bucket `le`, creating it if needed (children of the same family,
-    /// e.g. one per `engine`, are summed per `le`).
+    /// e.g. one per `engine`, are summed per `le`). Buckets stay sorted by `le`: a binary
+    /// search, never a scan per bound.
     pub fn add_bucket(&mut self, le: f64, count: f64) {
-        // Bucket lists are short (< 40) and children arrive in the same order: a linear scan
-        // that starts where the previous child's match was is cheap; a plain scan is fine.
-        if let Some(bucket) = self.buckets.iter_mut().find(|b| b.le == le) {
-            bucket.count += count;
-        } else {
-            self.buckets.push(Bucket { le, count });
+        let at = self
+            .buckets
+            .partition_point(|b| b.le.total_cmp(&le).is_lt());
+        match self.buckets.get_mut(at) {
+            Some(bucket) if bucket.le == le => bucket.count += count,
+            _ => self.buckets.insert(at, Bucket { le, count }),
         }
     }
 
-    /// Sorts the buckets by `le`; call once after the last [`Histogram::add_bucket`].
+    /// Sorts the buckets by `le` and sums buckets with the same `le` (in their order); call
+    /// once after filling [`Histogram::buckets`] directly. O(b log b).
     pub fn finish(&mut self) {
-        self.buckets.sort_by(|a, b| a.le.total_cmp(&b.le));
+        if !self
+            .buckets
+            .is_sorted_by(|a, b| a.le.total_cmp(&b.le).is_le())
+        {
+            // Stable: equal bounds keep their order, so sums add up as they came.
+            self.buckets.sort_by(|a, b| a.le.total_cmp(&b.le));
+        }
+        self.buckets.dedup_by(|later, kept| {
+            if later.le == kept.le {
+                kept.count += later.count;
+                true
+            } else {
+                false
+            }
+        });
     }
 
     /// Whether both histograms have the same set of `le` bounds.

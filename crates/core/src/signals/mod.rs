@@ -26,7 +26,9 @@
 //!   `process_start_time_seconds` or a `_created` value changing, or an `le` set changing) drops
 //!   that pod's deltas for that window: never a negative rate. Its gauges still count.
 //! - A failed scrape makes the pod unknown: it counts in `pods_total`, not in `pods_healthy`,
-//!   and in no aggregate (never zero load).
+//!   and in no aggregate (never zero load). So does a body whose values cannot be true
+//!   ([`SnapshotError`]), and a pod whose latest usable sample is older than
+//!   [`SignalSettings::stale_after`] at `now` (stale data is not current).
 
 use std::time::Duration;
 
@@ -40,7 +42,7 @@ pub mod window;
 
 pub use gpu::{GpuDevice, GpuSnapshot};
 pub use histogram::{Bucket, Histogram, histogram_quantile};
-pub use snapshot::{Generation, PodSnapshot, SnapshotInfo};
+pub use snapshot::{Generation, PodSnapshot, SnapshotError, SnapshotInfo};
 pub use window::FleetWindow;
 
 /// P50/P95/P99 of a latency histogram over the window; `None` when no observation fell in it
@@ -117,7 +119,8 @@ pub struct SignalSet {
 pub struct PodSignals {
     /// The pod's target identity (URL).
     pub pod: String,
-    /// Whether the latest scrape succeeded.
+    /// Whether its latest scrape gave usable data that is current (not older than
+    /// [`SignalSettings::stale_after`]).
     pub healthy: bool,
     /// The pod's own signals (meaningful when healthy).
     pub signals: SignalSet,
@@ -154,7 +157,14 @@ pub struct SignalSettings {
     pub preemption_window: Duration,
     /// Only series whose `model_name` equals this (all when `None`).
     pub model: Option<String>,
+    /// A pod whose latest usable sample is older than this at `now` is unknown, not current
+    /// (default [`STALE_AFTER_INTERVALS`] times the default 2 s scrape interval;
+    /// [`crate::Scaler::new`] uses that many of the ScaledObject's own intervals).
+    pub stale_after: Duration,
 }
+
+/// Scrape intervals after which a pod's latest usable data is stale.
+pub const STALE_AFTER_INTERVALS: u32 = 3;
 
 impl Default for SignalSettings {
     fn default() -> Self {
@@ -162,6 +172,7 @@ impl Default for SignalSettings {
             latency_window: Duration::from_secs(60),
             preemption_window: Duration::from_secs(300),
             model: None,
+            stale_after: Duration::from_secs(2) * STALE_AFTER_INTERVALS,
         }
     }
 }

@@ -5,12 +5,12 @@
 //! the names themselves (see [`crate::catalog`]), parsing (see [`crate::exposition`]) or
 //! anything across scrapes (see `window`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::catalog::{label, name};
 use crate::exposition::{Exposition, Sample};
 
-use super::histogram::Histogram;
+use super::histogram::{Bucket, Histogram};
 
 /// Which vLLM engine generation wrote the body.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -101,7 +101,160 @@ const KV_OLD: &str = name::GPU_CACHE_USAGE_PERC;
 const ITL_NEW: &str = name::INTER_TOKEN_LATENCY_SECONDS;
 const ITL_OLD: &str = name::TIME_PER_OUTPUT_TOKEN_SECONDS;
 
-#[derive(Clone, Copy)]
+/// Model names an error lists at most, and the characters kept of each.
+const MODELS_LISTED: usize = 3;
+const MODEL_NAME_CHARS: usize = 64;
+
+/// Why a parsed body gives no usable snapshot. The text names the series (a catalog name,
+/// never body bytes) and the class of the problem; the only body-derived text is model names,
+/// at most three, each cut to 64 characters of `[A-Za-z0-9._/:@+-]` (others shown as `?`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SnapshotError {
+    /// No sample name starts with `vllm:`: not a vLLM `/metrics` endpoint.
+    NoVllmSeries,
+    /// The configured model has no series; the body carries other models' series.
+    ModelNotFound {
+        /// The configured model (capped like the names found).
+        model: String,
+        /// Up to three model names the body carries (capped, sanitised).
+        found: Vec<String>,
+        /// How many distinct model names the body carries.
+        found_total: usize,
+    },
+    /// Neither `vllm:num_requests_waiting` nor `vllm:num_requests_running` (for the model).
+    NoLoadGauges,
+    /// A value that cannot be true in a series the signals use.
+    Impossible {
+        /// The series' name (a catalog name), e.g. `vllm:num_requests_waiting`.
+        series: &'static str,
+        /// The suffix within the family (`_bucket`, `_total`, ...), empty for a gauge.
+        suffix: &'static str,
+        /// What is wrong.
+        problem: Problem,
+    },
+}
+
+/// What is wrong with a value (see [`SnapshotError::Impossible`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Problem {
+    /// A count, gauge of requests or counter below zero.
+    Negative(f64),
+    /// NaN or an infinity where a number is needed.
+    NotFinite,
+    /// A fraction (KV-cache usage) outside [0, 1].
+    OutsideUnitRange(f64),
+    /// The same name and label set twice (after the model filter).
+    Duplicate,
+    /// A bucket whose `le` label is missing, not a number, or NaN.
+    BadBound,
+    /// A histogram (one label set) without a `le="+Inf"` bucket.
+    NoInfBucket,
+    /// A cumulative bucket lower than the bucket below it.
+    DecreasingBuckets {
+        /// The bound of the bucket that went down.
+        le: f64,
+    },
+    /// `_count` differs from the `+Inf` bucket.
+    CountMismatch {
+        /// `_count`.
+        count: f64,
+        /// The `+Inf` bucket.
+        inf_bucket: f64,
+    },
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::Negative(v) => write!(f, "negative value {v} (cannot be below 0)"),
+            Problem::NotFinite => f.write_str("NaN or infinite value where a number is needed"),
+            Problem::OutsideUnitRange(v) => {
+                write!(f, "value {v} outside [0, 1] (a usage fraction)")
+            }
+            Problem::Duplicate => {
+                f.write_str("duplicate series (the same name and labels more than once)")
+            }
+            Problem::BadBound => f.write_str("bucket with a missing, non-numeric or NaN `le`"),
+            Problem::NoInfBucket => f.write_str("histogram without a le=\"+Inf\" bucket"),
+            Problem::DecreasingBuckets { le } => write!(
+                f,
+                "cumulative bucket le=\"{le}\" is lower than the bucket below it"
+            ),
+            Problem::CountMismatch { count, inf_bucket } => write!(
+                f,
+                "_count {count} differs from the le=\"+Inf\" bucket {inf_bucket}"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SnapshotError::NoVllmSeries => f.write_str(
+                "no vLLM series (no sample name starts with `vllm:`): is this a vLLM /metrics \
+                 endpoint (port 8000 by default)?",
+            ),
+            SnapshotError::ModelNotFound {
+                model,
+                found,
+                found_total,
+            } => {
+                let more = found_total.saturating_sub(found.len());
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                write!(
+                    f,
+                    "no series for model \"{model}\": the body's vLLM series are for model_name \
+                     {}{more}; set `model` to the served model's name",
+                    found
+                        .iter()
+                        .map(|m| format!("\"{m}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+            SnapshotError::NoLoadGauges => write!(
+                f,
+                "neither {} nor {} is present (for the configured model): no load to read",
+                name::NUM_REQUESTS_WAITING,
+                name::NUM_REQUESTS_RUNNING
+            ),
+            SnapshotError::Impossible {
+                series,
+                suffix,
+                problem,
+            } => write!(f, "{series}{suffix}: {problem}"),
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+/// A model name as an error may show it: at most 64 characters, each outside
+/// `[A-Za-z0-9._/:@+-]` shown as `?` (a body's bytes never reach an error verbatim).
+fn shown_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .take(MODEL_NAME_CHARS)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._/:@+-".contains(c) {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if name.chars().nth(MODEL_NAME_CHARS).is_some() {
+        out.push_str("...");
+    }
+    out
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Hist {
     E2e,
     Ttft,
@@ -109,6 +262,19 @@ enum Hist {
     ItlOld,
     Queue,
     Iteration,
+}
+
+impl Hist {
+    fn family(self) -> &'static str {
+        match self {
+            Hist::E2e => name::E2E_REQUEST_LATENCY_SECONDS,
+            Hist::Ttft => name::TIME_TO_FIRST_TOKEN_SECONDS,
+            Hist::ItlNew => ITL_NEW,
+            Hist::ItlOld => ITL_OLD,
+            Hist::Queue => name::REQUEST_QUEUE_TIME_SECONDS,
+            Hist::Iteration => name::ITERATION_TOKENS_TOTAL,
+        }
+    }
 }
 
 /// A sample name's suffix: which part of a counter or histogram family it is.
@@ -119,6 +285,18 @@ enum Part {
     Sum,
     Count,
     Created,
+}
+
+impl Part {
+    fn suffix(self) -> &'static str {
+        match self {
+            Part::Total => "_total",
+            Part::Bucket => "_bucket",
+            Part::Sum => "_sum",
+            Part::Count => "_count",
+            Part::Created => "_created",
+        }
+    }
 }
 
 /// Splits `name` into its family name and suffix (`_bucket`, `_sum`, `_count`, `_created`,
@@ -137,8 +315,80 @@ fn split_part(name: &str) -> Option<(&str, Part)> {
     }
 }
 
+/// The series of a body that the signals read.
+#[derive(Clone, Copy)]
+enum Series {
+    Waiting,
+    Running,
+    Swapped,
+    KvNew,
+    KvOld,
+    /// Read for the V0 marker only.
+    CpuCache,
+    CacheConfig,
+    Preemptions(Part),
+    Prompt(Part),
+    Generation(Part),
+    Success(Part),
+    /// V0's `time_in_queue_requests`: its `_count` marks V0.
+    TimeInQueue(Part),
+    Hist(Hist, Part),
+}
+
+fn classify(metric: &str) -> Option<Series> {
+    Some(match metric {
+        name::NUM_REQUESTS_WAITING => Series::Waiting,
+        name::NUM_REQUESTS_RUNNING => Series::Running,
+        name::NUM_REQUESTS_SWAPPED => Series::Swapped,
+        name::CPU_CACHE_USAGE_PERC => Series::CpuCache,
+        KV_NEW => Series::KvNew,
+        KV_OLD => Series::KvOld,
+        name::CACHE_CONFIG_INFO => Series::CacheConfig,
+        _ => {
+            let (family, part) = split_part(metric)?;
+            match family {
+                name::NUM_PREEMPTIONS => Series::Preemptions(part),
+                name::PROMPT_TOKENS => Series::Prompt(part),
+                name::GENERATION_TOKENS => Series::Generation(part),
+                name::REQUEST_SUCCESS => Series::Success(part),
+                name::TIME_IN_QUEUE_REQUESTS => Series::TimeInQueue(part),
+                name::E2E_REQUEST_LATENCY_SECONDS => Series::Hist(Hist::E2e, part),
+                name::TIME_TO_FIRST_TOKEN_SECONDS => Series::Hist(Hist::Ttft, part),
+                ITL_NEW => Series::Hist(Hist::ItlNew, part),
+                ITL_OLD => Series::Hist(Hist::ItlOld, part),
+                name::REQUEST_QUEUE_TIME_SECONDS => Series::Hist(Hist::Queue, part),
+                name::ITERATION_TOKENS_TOTAL => Series::Hist(Hist::Iteration, part),
+                _ => return None,
+            }
+        }
+    })
+}
+
+/// A sample's labels, sorted: its identity within a family (with the name).
+type LabelSet<'e> = Vec<(&'e str, &'e str)>;
+
+fn sorted_labels<'e>(sample: &'e Sample<'_>, skip: Option<&str>) -> LabelSet<'e> {
+    let mut labels: LabelSet<'e> = sample
+        .labels
+        .iter()
+        .filter(|l| skip != Some(l.name))
+        .map(|l| (l.name, l.value.as_ref()))
+        .collect();
+    labels.sort_unstable();
+    labels
+}
+
+/// One histogram child (one label set apart from `le`) as the body gives it.
 #[derive(Default)]
-struct Builder {
+struct Child {
+    hist: Option<Hist>,
+    buckets: Vec<Bucket>,
+    sum: Option<f64>,
+    count: Option<f64>,
+}
+
+#[derive(Default)]
+struct Builder<'e> {
     waiting: Option<f64>,
     running: Option<f64>,
     swapped: Option<f64>,
@@ -148,10 +398,14 @@ struct Builder {
     prompt: Option<f64>,
     generation: Option<f64>,
     success: BTreeMap<String, f64>,
-    hists: [Option<Histogram>; 6],
+    /// Histogram children in body order, and their index by (histogram, labels without `le`).
+    children: Vec<Child>,
+    child_index: HashMap<(Hist, LabelSet<'e>), usize>,
     created_min: Option<f64>,
-    engines: Vec<String>,
+    engines: HashSet<&'e str>,
     v0_marker: bool,
+    /// Every series read so far, to refuse duplicates.
+    seen: HashSet<(&'e str, LabelSet<'e>)>,
 }
 
 fn add(slot: &mut Option<f64>, value: f64) {
@@ -162,18 +416,69 @@ fn min_into(slot: &mut Option<f64>, value: f64) {
     *slot = Some(slot.map_or(value, |m| m.min(value)));
 }
 
+fn impossible(series: &'static str, part: Option<Part>, problem: Problem) -> SnapshotError {
+    SnapshotError::Impossible {
+        series,
+        suffix: part.map_or("", Part::suffix),
+        problem,
+    }
+}
+
+/// A value that must be a finite number.
+fn finite(series: &'static str, part: Option<Part>, value: f64) -> Result<f64, SnapshotError> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(impossible(series, part, Problem::NotFinite))
+    }
+}
+
+/// A value that must be a finite number, not below zero.
+fn non_negative(
+    series: &'static str,
+    part: Option<Part>,
+    value: f64,
+) -> Result<f64, SnapshotError> {
+    let value = finite(series, part, value)?;
+    if value < 0.0 {
+        Err(impossible(series, part, Problem::Negative(value)))
+    } else {
+        Ok(value)
+    }
+}
+
 impl PodSnapshot {
     /// Extracts the series that signals use from a parsed body. With `model`, only series whose
     /// `model_name` equals it count (series without the label always count).
-    pub fn from_exposition(exposition: &Exposition<'_>, model: Option<&str>) -> Self {
+    ///
+    /// # Errors
+    ///
+    /// A body the signals cannot use, so the target counts as unknown for the round, never as
+    /// a number in the fleet's sums ([`SnapshotError`]): no `vllm:` series; no series for
+    /// `model` while the body carries other models'; neither request gauge; a negative gauge
+    /// or counter; a KV-cache usage outside [0, 1]; NaN or an infinity in a series read; the
+    /// same series twice; a histogram without `+Inf`, with decreasing buckets, or whose
+    /// `_count` is not its `+Inf` bucket.
+    ///
+    /// Work is O(n log n) in the body's samples: every per-label lookup (reasons, models,
+    /// engines, histogram children and buckets) goes through a map or a sort.
+    pub fn from_exposition(
+        exposition: &Exposition<'_>,
+        model: Option<&str>,
+    ) -> Result<Self, SnapshotError> {
         let mut b = Builder::default();
         let mut snapshot = PodSnapshot::default();
+        let mut models_seen: HashSet<&str> = HashSet::new();
+        let mut model_matched = false;
         for sample in &exposition.samples {
             let metric = sample.name;
             if metric == name::PROCESS_START_TIME_SECONDS {
-                if sample.value.is_finite() {
-                    snapshot.process_start_time_seconds = Some(sample.value);
-                }
+                b.unique(name::PROCESS_START_TIME_SECONDS, None, sample)?;
+                snapshot.process_start_time_seconds = Some(finite(
+                    name::PROCESS_START_TIME_SECONDS,
+                    None,
+                    sample.value,
+                )?);
                 continue;
             }
             if !metric.starts_with(name::VLLM_PREFIX) {
@@ -181,51 +486,114 @@ impl PodSnapshot {
             }
             snapshot.info.vllm_samples += 1;
             if let Some(model_name) = sample.label(label::MODEL_NAME) {
-                if !snapshot.info.models.iter().any(|m| m == model_name) {
+                if models_seen.insert(model_name) {
                     snapshot.info.models.push(model_name.to_owned());
                 }
-                if model.is_some_and(|wanted| wanted != model_name) {
-                    continue;
+                match model {
+                    Some(wanted) if wanted != model_name => continue,
+                    Some(_) => model_matched = true,
+                    None => {}
                 }
             }
             if let Some(engine) = sample.label(label::ENGINE) {
-                if !b.engines.iter().any(|e| e == engine) {
-                    b.engines.push(engine.to_owned());
-                }
+                b.engines.insert(engine);
             }
-            b.take(metric, sample, &mut snapshot.info);
+            let Some(series) = classify(metric) else {
+                continue;
+            };
+            b.take(series, sample, &mut snapshot.info)?;
         }
-        b.finish(snapshot)
+        if snapshot.info.vllm_samples == 0 {
+            return Err(SnapshotError::NoVllmSeries);
+        }
+        if let Some(model) = model {
+            if !model_matched && !snapshot.info.models.is_empty() {
+                return Err(SnapshotError::ModelNotFound {
+                    model: shown_name(model),
+                    found: snapshot
+                        .info
+                        .models
+                        .iter()
+                        .take(MODELS_LISTED)
+                        .map(|m| shown_name(m))
+                        .collect(),
+                    found_total: snapshot.info.models.len(),
+                });
+            }
+        }
+        let snapshot = b.finish(snapshot)?;
+        if snapshot.waiting.is_none() && snapshot.running.is_none() {
+            return Err(SnapshotError::NoLoadGauges);
+        }
+        Ok(snapshot)
     }
 }
 
-impl Builder {
-    fn take(&mut self, metric: &str, sample: &Sample<'_>, info: &mut SnapshotInfo) {
+impl<'e> Builder<'e> {
+    /// Refuses a series read twice (same name and labels).
+    fn unique(
+        &mut self,
+        series: &'static str,
+        part: Option<Part>,
+        sample: &'e Sample<'_>,
+    ) -> Result<(), SnapshotError> {
+        if self.seen.insert((sample.name, sorted_labels(sample, None))) {
+            Ok(())
+        } else {
+            Err(impossible(series, part, Problem::Duplicate))
+        }
+    }
+
+    fn take(
+        &mut self,
+        series: Series,
+        sample: &'e Sample<'_>,
+        info: &mut SnapshotInfo,
+    ) -> Result<(), SnapshotError> {
         let value = sample.value;
-        match metric {
-            name::NUM_REQUESTS_WAITING => return add_finite(&mut self.waiting, value),
-            name::NUM_REQUESTS_RUNNING => return add_finite(&mut self.running, value),
-            name::NUM_REQUESTS_SWAPPED => {
-                self.v0_marker = true;
-                return add_finite(&mut self.swapped, value);
-            }
-            name::CPU_CACHE_USAGE_PERC => {
-                self.v0_marker = true;
-                return;
-            }
-            KV_NEW => {
-                if value.is_finite() {
-                    self.kv_new.push(value);
+        let counter = |b: &mut Self, family: &'static str, part: Part| {
+            b.unique(family, Some(part), sample)?;
+            match part {
+                Part::Total => non_negative(family, Some(part), value).map(Some),
+                Part::Created => {
+                    let created = finite(family, Some(part), value)?;
+                    min_into(&mut b.created_min, created);
+                    Ok(None)
                 }
-                return;
+                Part::Bucket | Part::Sum | Part::Count => Ok(None),
             }
-            KV_OLD => {
-                if value.is_finite() {
-                    self.kv_old.push(value);
+        };
+        match series {
+            Series::Waiting => {
+                let family = name::NUM_REQUESTS_WAITING;
+                self.unique(family, None, sample)?;
+                add(&mut self.waiting, non_negative(family, None, value)?);
+            }
+            Series::Running => {
+                let family = name::NUM_REQUESTS_RUNNING;
+                self.unique(family, None, sample)?;
+                add(&mut self.running, non_negative(family, None, value)?);
+            }
+            Series::Swapped => {
+                let family = name::NUM_REQUESTS_SWAPPED;
+                self.v0_marker = true;
+                self.unique(family, None, sample)?;
+                add(&mut self.swapped, non_negative(family, None, value)?);
+            }
+            Series::CpuCache => self.v0_marker = true,
+            Series::KvNew | Series::KvOld => {
+                let (family, into) = match series {
+                    Series::KvNew => (KV_NEW, &mut self.kv_new),
+                    _ => (KV_OLD, &mut self.kv_old),
+                };
+                let usage = finite(family, None, value)?;
+                if !(0.0..=1.0).contains(&usage) {
+                    return Err(impossible(family, None, Problem::OutsideUnitRange(usage)));
                 }
-                return;
+                into.push(usage);
+                self.unique(family, None, sample)?;
             }
-            name::CACHE_CONFIG_INFO => {
+            Series::CacheConfig => {
                 if info.cache_config.is_empty() {
                     info.cache_config = sample
                         .labels
@@ -233,107 +601,143 @@ impl Builder {
                         .map(|l| (l.name.to_owned(), l.value.as_ref().to_owned()))
                         .collect();
                 }
-                return;
             }
-            _ => {}
-        }
-        let Some((family, part)) = split_part(metric) else {
-            return;
-        };
-        let counter = match family {
-            name::NUM_PREEMPTIONS => &mut self.preemptions,
-            name::PROMPT_TOKENS => &mut self.prompt,
-            name::GENERATION_TOKENS => &mut self.generation,
-            name::REQUEST_SUCCESS => return self.take_success(part, sample),
-            name::TIME_IN_QUEUE_REQUESTS => {
+            Series::Preemptions(part) => {
+                if let Some(v) = counter(self, name::NUM_PREEMPTIONS, part)? {
+                    add(&mut self.preemptions, v);
+                }
+            }
+            Series::Prompt(part) => {
+                if let Some(v) = counter(self, name::PROMPT_TOKENS, part)? {
+                    add(&mut self.prompt, v);
+                }
+            }
+            Series::Generation(part) => {
+                if let Some(v) = counter(self, name::GENERATION_TOKENS, part)? {
+                    add(&mut self.generation, v);
+                }
+            }
+            Series::Success(part) => {
+                if let Some(v) = counter(self, name::REQUEST_SUCCESS, part)? {
+                    let reason = sample.label(label::FINISHED_REASON).unwrap_or("");
+                    match self.success.get_mut(reason) {
+                        Some(total) => *total += v,
+                        None => {
+                            self.success.insert(reason.to_owned(), v);
+                        }
+                    }
+                }
+            }
+            Series::TimeInQueue(part) => {
                 if let Part::Count = part {
                     self.v0_marker = true;
                 }
-                return;
             }
-            name::E2E_REQUEST_LATENCY_SECONDS => {
-                return self.take_histogram(Hist::E2e, part, sample);
-            }
-            name::TIME_TO_FIRST_TOKEN_SECONDS => {
-                return self.take_histogram(Hist::Ttft, part, sample);
-            }
-            ITL_NEW => return self.take_histogram(Hist::ItlNew, part, sample),
-            ITL_OLD => return self.take_histogram(Hist::ItlOld, part, sample),
-            name::REQUEST_QUEUE_TIME_SECONDS => {
-                return self.take_histogram(Hist::Queue, part, sample);
-            }
-            name::ITERATION_TOKENS_TOTAL => {
-                return self.take_histogram(Hist::Iteration, part, sample);
-            }
-            _ => return,
-        };
+            Series::Hist(hist, part) => self.take_histogram(hist, part, sample)?,
+        }
+        Ok(())
+    }
+
+    fn take_histogram(
+        &mut self,
+        hist: Hist,
+        part: Part,
+        sample: &'e Sample<'_>,
+    ) -> Result<(), SnapshotError> {
+        let family = hist.family();
+        let value = sample.value;
         match part {
-            Part::Total => add_finite(counter, value),
+            Part::Total => return Ok(()),
             Part::Created => {
-                if value.is_finite() {
-                    min_into(&mut self.created_min, value);
-                }
+                self.unique(family, Some(part), sample)?;
+                let created = finite(family, Some(part), value)?;
+                min_into(&mut self.created_min, created);
+                return Ok(());
             }
             Part::Bucket | Part::Sum | Part::Count => {}
         }
-    }
-
-    /// `vllm:request_success_total` by `finished_reason`, and its `_created`.
-    fn take_success(&mut self, part: Part, sample: &Sample<'_>) {
-        let value = sample.value;
-        if !value.is_finite() {
-            return;
-        }
-        match part {
-            Part::Total => {
-                let reason = sample.label(label::FINISHED_REASON).unwrap_or("");
-                match self.success.get_mut(reason) {
-                    Some(total) => *total += value,
-                    None => {
-                        self.success.insert(reason.to_owned(), value);
-                    }
-                }
-            }
-            Part::Created => min_into(&mut self.created_min, value),
-            Part::Bucket | Part::Sum | Part::Count => {}
-        }
-    }
-
-    fn take_histogram(&mut self, hist: Hist, part: Part, sample: &Sample<'_>) {
-        let value = sample.value;
-        if !value.is_finite() {
-            return;
-        }
-        let slot = match part {
-            Part::Created => return min_into(&mut self.created_min, value),
-            Part::Total => return,
-            Part::Bucket | Part::Sum | Part::Count => {
-                self.hists[hist as usize].get_or_insert_with(Histogram::default)
+        self.unique(family, Some(part), sample)?;
+        let value = non_negative(family, Some(part), value)?;
+        let key = (hist, sorted_labels(sample, Some(label::LE)));
+        let index = match self.child_index.get(&key) {
+            Some(&index) => index,
+            None => {
+                self.children.push(Child {
+                    hist: Some(hist),
+                    ..Child::default()
+                });
+                self.child_index.insert(key, self.children.len() - 1);
+                self.children.len() - 1
             }
         };
+        let child = &mut self.children[index];
         match part {
             Part::Bucket => {
                 // `le` parsed as a float: Python writes "1.0", Go writes "1".
-                if let Some(le) = sample
+                let le = sample
                     .label(label::LE)
                     .and_then(|le| le.parse::<f64>().ok())
-                {
-                    if !le.is_nan() {
-                        slot.add_bucket(le, value);
-                    }
-                }
+                    .filter(|le| !le.is_nan())
+                    .ok_or_else(|| impossible(family, Some(part), Problem::BadBound))?;
+                child.buckets.push(Bucket { le, count: value });
             }
-            Part::Sum => slot.sum += value,
-            Part::Count => slot.count += value,
+            Part::Sum => child.sum = Some(value),
+            Part::Count => child.count = Some(value),
             Part::Created | Part::Total => {}
         }
+        Ok(())
     }
 
-    fn finish(mut self, mut snapshot: PodSnapshot) -> PodSnapshot {
-        for hist in self.hists.iter_mut().flatten() {
-            hist.finish();
+    /// Checks each histogram child and sums the children per `le` into one histogram per
+    /// family: O(b log b) in the buckets.
+    fn histograms(children: Vec<Child>) -> Result<[Option<Histogram>; 6], SnapshotError> {
+        let mut out: [Option<Histogram>; 6] = Default::default();
+        for mut child in children {
+            let Some(hist) = child.hist else { continue };
+            let family = hist.family();
+            let bucket = Some(Part::Bucket);
+            child.buckets.sort_by(|a, b| a.le.total_cmp(&b.le));
+            let Some(inf) = child
+                .buckets
+                .last()
+                .filter(|b| b.le == f64::INFINITY)
+                .map(|b| b.count)
+            else {
+                return Err(impossible(family, bucket, Problem::NoInfBucket));
+            };
+            if let Some(pair) = child.buckets.windows(2).find(|w| w[1].count < w[0].count) {
+                let le = pair[1].le;
+                return Err(impossible(
+                    family,
+                    bucket,
+                    Problem::DecreasingBuckets { le },
+                ));
+            }
+            let count = match child.count {
+                Some(count) if !same_count(count, inf) => {
+                    let problem = Problem::CountMismatch {
+                        count,
+                        inf_bucket: inf,
+                    };
+                    return Err(impossible(family, Some(Part::Count), problem));
+                }
+                Some(count) => count,
+                // No `_count`: the `+Inf` bucket is the count.
+                None => inf,
+            };
+            let h = out[hist as usize].get_or_insert_with(Histogram::default);
+            h.buckets.append(&mut child.buckets);
+            h.sum += child.sum.unwrap_or(0.0);
+            h.count += count;
         }
-        let [e2e, ttft, itl_new, itl_old, queue, iteration] = self.hists;
+        for h in out.iter_mut().flatten() {
+            h.finish();
+        }
+        Ok(out)
+    }
+
+    fn finish(self, mut snapshot: PodSnapshot) -> Result<PodSnapshot, SnapshotError> {
+        let [e2e, ttft, itl_new, itl_old, queue, iteration] = Self::histograms(self.children)?;
         let info = &mut snapshot.info;
         // Twins carry the same data under two names: take the newer name, never both.
         let kv = if !self.kv_new.is_empty() {
@@ -388,12 +792,12 @@ impl Builder {
         snapshot.queue_time = queue;
         snapshot.iteration_tokens = iteration;
         snapshot.created_min_seconds = self.created_min;
-        snapshot
+        Ok(snapshot)
     }
 }
 
-fn add_finite(slot: &mut Option<f64>, value: f64) {
-    if value.is_finite() {
-        add(slot, value);
-    }
+/// `_count` and the `+Inf` bucket agree (exactly for counts below 2^53; a relative 1e-9 for
+/// float noise in very large ones).
+fn same_count(count: f64, inf: f64) -> bool {
+    count == inf || (count - inf).abs() <= 1e-9 * count.abs().max(inf.abs())
 }

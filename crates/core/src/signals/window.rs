@@ -5,7 +5,7 @@
 //! (a failed scrape makes a pod unknown, never zero load), and fleet sums/merges. Does not own:
 //! what a body means (see `snapshot`) or the quantile math (see `histogram`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use super::aggregate::{FleetAccumulator, PodCompute};
@@ -35,6 +35,7 @@ pub(super) type Hists = [Option<Histogram>; 5];
 pub(super) struct Detail {
     pub(super) prompt: Option<f64>,
     pub(super) generation: Option<f64>,
+    /// `request_success_total` by reason, sorted by reason (from the snapshot's map).
     pub(super) success: Vec<(String, f64)>,
     pub(super) hists: Hists,
 }
@@ -182,13 +183,20 @@ impl FleetWindow {
 
     /// Forgets pods not in `pods` (gone from discovery).
     pub fn retain_pods(&mut self, pods: &[String]) {
-        self.pods.retain(|pod, _| pods.iter().any(|p| p == pod));
+        let keep: BTreeSet<&str> = pods.iter().map(String::as_str).collect();
+        self.pods.retain(|pod, _| keep.contains(pod.as_str()));
     }
 
     /// Forgets DCGM targets not in `targets`.
     pub fn retain_gpu_targets(&mut self, targets: &[String]) {
+        let keep: BTreeSet<&str> = targets.iter().map(String::as_str).collect();
         self.gpu_targets
-            .retain(|target, _| targets.iter().any(|t| t == target));
+            .retain(|target, _| keep.contains(target.as_str()));
+    }
+
+    /// When `pod`'s latest usable sample was taken, if it has one.
+    pub fn latest_at(&self, pod: &str) -> Option<Duration> {
+        self.pods.get(pod)?.entries.back().map(|e| e.at)
     }
 
     /// Signals at `now`.
@@ -196,8 +204,14 @@ impl FleetWindow {
         let mut fleet = FleetAccumulator::default();
         let mut pods = Vec::with_capacity(self.pods.len());
         for (name, history) in &self.pods {
+            // Stale data is not current: the pod is unknown, like a failed scrape.
+            let current = history.healthy
+                && history
+                    .entries
+                    .back()
+                    .is_some_and(|e| e.at.saturating_add(self.settings.stale_after) >= now);
             let (signals, reset_in_window) = match history.entries.back() {
-                Some(_) if history.healthy => {
+                Some(_) if current => {
                     let pod = PodCompute::new(history, now, &self.settings);
                     let signals = pod.signals(&history.latest);
                     fleet.add(&pod, &history.latest);
@@ -207,7 +221,7 @@ impl FleetWindow {
             };
             pods.push(PodSignals {
                 pod: name.clone(),
-                healthy: history.healthy && !history.entries.is_empty(),
+                healthy: current,
                 signals,
                 reset_in_window,
                 gpu: None,
@@ -234,23 +248,19 @@ impl FleetWindow {
         if devices.is_empty() {
             return None;
         }
+        let index = gpu::PodIndex::new(pods.iter().map(|p| p.pod.as_str()));
         let matched: Vec<Option<usize>> = devices
             .iter()
-            .map(|reading| {
-                reading
-                    .device
-                    .pod
-                    .as_deref()
-                    .and_then(|label| pods.iter().position(|p| gpu::pod_matches(&p.pod, label)))
-            })
+            .map(|reading| reading.device.pod.as_deref().and_then(|l| index.find(l)))
             .collect();
-        for (index, pod) in pods.iter_mut().enumerate() {
-            let own: Vec<&gpu::DeviceReading<'_>> = devices
-                .iter()
-                .zip(&matched)
-                .filter(|(_, m)| **m == Some(index))
-                .map(|(d, _)| d)
-                .collect();
+        // Each pod's own GPUs, grouped in one pass (never a scan of every GPU per pod).
+        let mut own: Vec<Vec<&gpu::DeviceReading<'_>>> = vec![Vec::new(); pods.len()];
+        for (device, m) in devices.iter().zip(&matched) {
+            if let Some(at) = m {
+                own[*at].push(device);
+            }
+        }
+        for (pod, own) in pods.iter_mut().zip(own) {
             if !own.is_empty() {
                 pod.gpu = Some(gpu::aggregate(own));
             }

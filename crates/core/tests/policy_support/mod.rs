@@ -10,6 +10,8 @@ use vllm_keda_core::signals::{FleetSignals, GpuSignals, MaxMean, Quantiles, Sign
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Load {
     pub ready: usize,
+    /// Known targets that gave no usable data (failed, invalid or stale).
+    pub unknown: usize,
     pub queue: f64,
     pub running: f64,
     pub finished: f64,
@@ -69,12 +71,16 @@ impl Load {
         self.ready = n;
         self
     }
+    pub fn unknown(mut self, n: usize) -> Self {
+        self.unknown = n;
+        self
+    }
 
     /// The signals the policy sees at `at`.
     pub fn signals(&self, at: Duration) -> FleetSignals {
         FleetSignals {
             at,
-            pods_total: self.ready,
+            pods_total: self.ready + self.unknown,
             pods_healthy: self.ready,
             fleet: SignalSet {
                 queue_depth: self.queue,

@@ -9,17 +9,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::status::{Status, TargetHealth, reason_label};
+use super::status::{AnswerKind, ScaleTargetStatus, Status, TargetHealth, reason_label};
 use super::{Deregister, ScaledObject};
 use crate::discovery::{self, HostsFileResolver, Resolver, SystemResolver};
+use crate::scale_target::{KubeClient, Replicas, ScaleReadError, ScaleTargetRef};
 use crate::scrape::{ScrapeError, ScrapeOutcome, ScrapeResult, ScrapeSettings, Scraper};
 use crate::telemetry::{
     CycleReading, HealthLabels, Metrics, ReasonLabels, ResultLabels, ScaledObjectLabels,
     TARGET_HEALTH,
 };
 use vllm_keda_core::Scaler;
-use vllm_keda_core::policy::Decision;
-use vllm_keda_core::scaler::{ScrapeRound, Step, TargetFailure};
+use vllm_keda_core::policy::{CurrentReplicas, Decision, ReplicaSource};
+use vllm_keda_core::scaler::{ScrapeRound, Step, TargetFailure, View};
 use vllm_keda_core::signals::FleetSignals;
 
 /// Scrape timeout for a scrape interval: the interval itself, within [0.5 s, 2 s], so a hung
@@ -107,6 +108,31 @@ fn scrape_error<T>(
         Ok(_) => None,
         Err(TargetFailure::Fetch(error)) => Some(error.clone()),
         Err(TargetFailure::Parse(error)) => Some(ScrapeError::parse(url, error)),
+        Err(TargetFailure::Invalid(error)) => Some(ScrapeError::parse(url, error)),
+    }
+}
+
+/// Each target of a round with why it gave no snapshot (`None` when it gave one), kept
+/// before the round is handed to the scaler.
+struct RoundOutcome {
+    pods: Vec<(String, Option<ScrapeError>)>,
+    gpus: Vec<(String, Option<ScrapeError>)>,
+}
+
+impl RoundOutcome {
+    fn of(round: &ScrapeRound<ScrapeError>) -> Self {
+        Self {
+            pods: round
+                .pods
+                .iter()
+                .map(|(url, outcome)| (url.clone(), scrape_error(url, outcome)))
+                .collect(),
+            gpus: round
+                .gpus
+                .iter()
+                .map(|(url, outcome)| (url.clone(), scrape_error(url, outcome)))
+                .collect(),
+        }
     }
 }
 
@@ -133,8 +159,18 @@ pub(super) async fn run(
         if idle > so.options.idle_stop {
             tracing::info!(
                 scaledobject = %so.key,
+                trigger = %so.key.trigger,
                 idle_seconds = idle.as_secs(),
                 "stopping scrape loop: KEDA stopped asking"
+            );
+            break;
+        }
+        if deregister.superseded(&so) {
+            tracing::info!(
+                scaledobject = %so.key,
+                trigger = %so.key.trigger,
+                idle_seconds = idle.as_secs(),
+                "stopping scrape loop: KEDA asks about newer metadata of this scaledobject instead"
             );
             break;
         }
@@ -162,21 +198,103 @@ struct Cycle {
     labels: ScaledObjectLabels,
     metrics: Arc<Metrics>,
     scraper: Scraper,
-    scaler: Scaler,
+    /// `None` only while a cycle's blocking job holds it.
+    scaler: Option<Scaler>,
     origin: Instant,
     urls: Vec<String>,
     gpu_urls: Vec<String>,
     status: Status,
     reasons_seen: BTreeSet<String>,
+    /// The scale target's reader, when the scaler reaches a Kubernetes API.
+    scale: Option<ScaleWatch>,
+}
+
+/// Reads one ScaledObject's scale target through the Kubernetes API, at most every
+/// [`super::ControlOptions::kube_refresh`] (its `scaleTargetRef` once a minute).
+struct ScaleWatch {
+    client: KubeClient,
+    refresh: Duration,
+    target: Option<(ScaleTargetRef, Instant)>,
+    last_attempt: Option<Instant>,
+    replicas_at: Option<Instant>,
+    status: ScaleTargetStatus,
+}
+
+/// How long a scale target's `scaleTargetRef` is reused before it is read again.
+const TARGET_REF_REFRESH: Duration = Duration::from_secs(60);
+
+impl ScaleWatch {
+    fn due(&self) -> bool {
+        self.last_attempt
+            .is_none_or(|at| at.elapsed() >= self.refresh)
+    }
+
+    /// Reads the scale target (and its reference when due), bounded by `timeout`.
+    async fn refresh(&mut self, key: &super::Key, timeout: Duration) {
+        if !self.due() {
+            return;
+        }
+        self.last_attempt = Some(Instant::now());
+        let read = async {
+            let target = match &self.target {
+                Some((target, at)) if at.elapsed() < TARGET_REF_REFRESH => target.clone(),
+                _ => {
+                    let target = self.client.scale_target(&key.namespace, &key.name).await?;
+                    self.target = Some((target.clone(), Instant::now()));
+                    target
+                }
+            };
+            let replicas = self.client.replicas(&key.namespace, &target).await;
+            if replicas.is_err() {
+                // The reference may have changed (or gone): read it again next time.
+                self.target = None;
+            }
+            replicas.map(|r| (target, r))
+        };
+        let result = match tokio::time::timeout(timeout, read).await {
+            Ok(result) => result,
+            Err(_) => Err(ScaleReadError(format!(
+                "reading the scale target of scaledobject {key}: no answer from the Kubernetes \
+                 API within {timeout:?}"
+            ))),
+        };
+        match result {
+            Ok((target, replicas)) => {
+                self.replicas_at = Some(Instant::now());
+                self.status = ScaleTargetStatus {
+                    target: Some(target),
+                    replicas: Some(replicas),
+                    read_unix_seconds: Some(unix_now()),
+                    error: None,
+                };
+            }
+            Err(error) => {
+                if self.status.error.as_deref() != Some(error.0.as_str()) {
+                    tracing::warn!(
+                        scaledobject = %key,
+                        trigger = %key.trigger,
+                        error = %error,
+                        "cannot read the scale target: holding at least the pods observed"
+                    );
+                }
+                self.status.error = Some(error.0);
+            }
+        }
+    }
+
+    /// The replicas of a read recent enough to use (three refresh periods).
+    fn fresh(&self) -> Option<Replicas> {
+        let at = self.replicas_at?;
+        (at.elapsed() <= self.refresh * 3)
+            .then_some(self.status.replicas)
+            .flatten()
+    }
 }
 
 impl Cycle {
     fn new(so: &ScaledObject, metrics: Arc<Metrics>) -> Self {
         let config = &so.config;
-        let labels = ScaledObjectLabels {
-            namespace: so.key.namespace.clone(),
-            scaledobject: so.key.name.clone(),
-        };
+        let labels = ScaledObjectLabels::of(so);
         metrics.start_scaledobject(&labels, config);
         Self {
             labels,
@@ -185,15 +303,23 @@ impl Cycle {
                 timeout: scrape_timeout(config.scrape_interval),
                 ..ScrapeSettings::default()
             }),
-            scaler: match so.previous_target {
+            scaler: Some(match so.previous_target {
                 Some(target) => Scaler::new(config).resume_from(target),
                 None => Scaler::new(config),
-            },
+            }),
             origin: Instant::now(),
             urls: Vec::new(),
             gpu_urls: Vec::new(),
             status: Status::default(),
             reasons_seen: BTreeSet::new(),
+            scale: so.options.kube.clone().map(|client| ScaleWatch {
+                client,
+                refresh: so.options.kube_refresh,
+                target: None,
+                last_attempt: None,
+                replicas_at: None,
+                status: ScaleTargetStatus::default(),
+            }),
         }
     }
 
@@ -206,7 +332,10 @@ impl Cycle {
         };
         let mut discovery_errors = Vec::new();
         match discovery::resolve_with(&config.targets, resolver.as_ref()).await {
-            Ok(urls) => self.urls = urls,
+            Ok(urls) => {
+                self.urls = urls;
+                self.status.discovered = true;
+            }
             Err(error) => discovery_errors.push(error),
         }
         if let Some(source) = &config.dcgm_targets {
@@ -228,63 +357,138 @@ impl Cycle {
         });
 
         let started = Instant::now();
-        let (results, gpu_results) = tokio::join!(
+        let timeout = scrape_timeout(config.scrape_interval);
+        let (results, gpu_results, ()) = tokio::join!(
             self.scraper.scrape_all(&self.urls),
-            self.scraper.scrape_all(&self.gpu_urls)
+            self.scraper.scrape_all(&self.gpu_urls),
+            async {
+                if let Some(scale) = self.scale.as_mut() {
+                    scale.refresh(&so.key, timeout).await;
+                }
+            }
         );
         self.metrics
             .scrape_duration_seconds
             .get_or_create(&self.labels)
             .observe(started.elapsed().as_secs_f64());
 
-        // Parsing is the CPU-heavy part of a cycle: run it off the async workers so RPC
-        // handlers sharing them never wait behind a large body.
+        // Parsing and deciding are the CPU-heavy part of a cycle: run them on the blocking
+        // pool, so neither RPC handlers nor other ScaledObjects' loops sharing the async
+        // workers wait behind one large body.
+        let now = self.origin.elapsed();
         let urls: Vec<String> = results.iter().map(|r| r.url.clone()).collect();
         let model = config.model.clone();
-        let round = tokio::task::spawn_blocking(move || {
-            parse_round(results, gpu_results, model.as_deref())
+        // The restart floor: the replicas the scale target asks for, or, when they cannot be
+        // read, the pods discovered (the policy says which in its explanation).
+        let current = self.current_replicas();
+        self.status.current_replicas = current;
+        self.status.scale_target = self.scale.as_ref().map(|s| s.status.clone());
+        let scaler = self.scaler.take();
+        let job = tokio::task::spawn_blocking(move || {
+            let round = parse_round(results, gpu_results, model.as_deref());
+            let mut scaler = scaler?;
+            scaler.set_current_replicas(current);
+            let outcome = RoundOutcome::of(&round);
+            let step = scaler.step(now, round);
+            Some((scaler, outcome, step))
         })
-        .await
-        .unwrap_or_else(|panic| failed_round(&urls, &format!("parsing panicked: {panic}")));
+        .await;
+        let (scaler, outcome, step) = match job {
+            Ok(Some(done)) => done,
+            // The job panicked (or the scaler was lost to an earlier panic): every vLLM target
+            // counts as failed this cycle, and a new scaler resumes from the last target.
+            failed => {
+                let message = match failed {
+                    Err(panic) => format!("parsing panicked: {panic}"),
+                    Ok(_) => "the previous cycle's parsing panicked".to_owned(),
+                };
+                let round = failed_round(&urls, &message);
+                let outcome = RoundOutcome::of(&round);
+                let mut scaler = match self.status.decision.as_ref() {
+                    Some(d) => Scaler::new(config).resume_from(d.target_replicas),
+                    None => Scaler::new(config),
+                };
+                scaler.set_current_replicas(current);
+                let step = scaler.step(now, round);
+                (scaler, outcome, step)
+            }
+        };
+        self.scaler = Some(scaler);
 
-        let now = self.origin.elapsed();
         let unix = unix_now();
-        let targets: Vec<TargetHealth> = round
+        let targets: Vec<TargetHealth> = outcome
             .pods
             .iter()
-            .map(|(url, outcome)| {
-                let error = scrape_error(url, outcome);
-                self.health(so, &self.status.targets, url, error.as_ref(), unix)
-            })
+            .map(|(url, error)| self.health(so, &self.status.targets, url, error.as_ref(), unix))
             .collect();
-        let gpu_targets: Vec<TargetHealth> = round
+        let gpu_targets: Vec<TargetHealth> = outcome
             .gpus
             .iter()
-            .map(|(url, outcome)| {
-                let error = scrape_error(url, outcome);
+            .map(|(url, error)| {
                 self.health(so, &self.status.gpu_targets, url, error.as_ref(), unix)
             })
             .collect();
 
-        // The fleet becomes the round's targets: every discovered URL was scraped, so these are
-        // the discovered vLLM and DCGM targets.
-        let Step { signals, decision } = self.scaler.step(now, round);
+        // The fleet became the round's targets: every discovered URL was scraped, so these
+        // are the discovered vLLM and DCGM targets.
+        let Step {
+            signals,
+            decision,
+            view,
+        } = step;
 
         let healthy = targets.iter().filter(|t| t.healthy).count();
         if healthy > 0 {
             self.status.last_healthy_at = Some(Instant::now());
             self.status.last_healthy_unix_seconds = Some(unix);
         }
-        self.log_change(so, &decision, healthy, targets.len());
         self.update_metrics(&signals, &decision, healthy, targets.len());
+        let previous = self.status.decision.take();
+        let previous_answer = self.status.history.back().map(|r| r.answer);
         self.status.targets = targets;
         self.status.gpu_targets = gpu_targets;
         self.status.cycles += 1;
-        self.status
-            .push_history(&decision, unix, so.options.history_len);
         self.status.signals = Some(signals);
+        self.status.view = Some(view);
         self.status.decision = Some(decision);
+        // What KEDA is told from now on: full, partial-held or unavailable.
+        let (answer, why) = self.status.answer_kind(Instant::now(), so.stale_after());
+        if let Some(decision) = self.status.decision.clone() {
+            self.log_change(
+                so,
+                previous.as_ref(),
+                previous_answer,
+                &decision,
+                answer,
+                why.as_deref(),
+            );
+            self.status.push_history(
+                &decision,
+                answer,
+                why.clone(),
+                self.status.view.clone(),
+                unix,
+                so.options.history_len,
+            );
+        }
         Arc::new(self.status.clone())
+    }
+
+    /// The scale target's replicas for the policy's restart floor: from the Kubernetes API when
+    /// a recent read exists, else the pods discovered (once discovery has succeeded).
+    fn current_replicas(&self) -> Option<CurrentReplicas> {
+        if let Some(replicas) = self.scale.as_ref().and_then(ScaleWatch::fresh) {
+            return Some(CurrentReplicas {
+                spec: replicas.spec,
+                ready: None,
+                source: ReplicaSource::ScaleSubresource,
+            });
+        }
+        self.status.discovered.then(|| CurrentReplicas {
+            spec: u32::try_from(self.urls.len()).unwrap_or(u32::MAX),
+            ready: None,
+            source: ReplicaSource::ObservedPods,
+        })
     }
 
     /// Counts one scrape result and turns it into the target's health, logging the first
@@ -304,8 +508,7 @@ impl Cycle {
         self.metrics
             .scrapes
             .get_or_create(&ResultLabels {
-                namespace: self.labels.namespace.clone(),
-                scaledobject: self.labels.scaledobject.clone(),
+                so: self.labels.clone(),
                 result: result.to_owned(),
             })
             .inc();
@@ -335,26 +538,40 @@ impl Cycle {
         }
     }
 
-    /// One log line per change of target or activity (and for the first decision), with the
-    /// reason and the numbers behind it.
-    fn log_change(&self, so: &ScaledObject, decision: &Decision, healthy: usize, total: usize) {
-        let previous = self.status.decision.as_ref();
+    /// One log line per change of target, activity or answer kind (and for the first
+    /// decision), with the reason, the numbers behind it and the targets not observed.
+    #[allow(clippy::too_many_arguments)]
+    fn log_change(
+        &self,
+        so: &ScaledObject,
+        previous: Option<&Decision>,
+        previous_answer: Option<AnswerKind>,
+        decision: &Decision,
+        answer: AnswerKind,
+        why: Option<&str>,
+    ) {
         let message = match previous {
             None => "first decision",
             Some(p) if p.target_replicas != decision.target_replicas => "replica target changed",
             Some(p) if p.active != decision.active => "activity changed",
+            Some(_) if previous_answer != Some(answer) => "answer changed",
             Some(_) => return,
         };
+        let view = self.status.view.as_ref();
         tracing::info!(
             scaledobject = %so.key,
+            trigger = %so.key.trigger,
+            answer = answer.as_str(),
             from = previous.map_or(0, |p| p.target_replicas),
             to = decision.target_replicas,
             desired = decision.desired_replicas,
             active = decision.active,
             reason = %reason_label(decision.reason),
             explanation = %decision.explanation,
-            healthy_targets = healthy,
-            targets = total,
+            observed = view.map_or(0, |v| v.observed.len()),
+            not_observed = view.map_or(0, |v| v.unobserved.len()),
+            view = %view.map(View::summary).unwrap_or_default(),
+            unavailable = why.filter(|_| answer == AnswerKind::Unavailable).unwrap_or(""),
             "{message}"
         );
     }
@@ -379,8 +596,7 @@ impl Cycle {
         for (health, n) in TARGET_HEALTH.into_iter().zip([healthy, total - healthy]) {
             m.targets
                 .get_or_create(&HealthLabels {
-                    namespace: l.namespace.clone(),
-                    scaledobject: l.scaledobject.clone(),
+                    so: l.clone(),
                     health: health.to_owned(),
                 })
                 .set(n as i64);
@@ -388,8 +604,7 @@ impl Cycle {
         let reason = reason_label(decision.reason);
         m.decisions
             .get_or_create(&ReasonLabels {
-                namespace: l.namespace.clone(),
-                scaledobject: l.scaledobject.clone(),
+                so: l.clone(),
                 reason: reason.clone(),
             })
             .inc();
@@ -400,12 +615,13 @@ impl Cycle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::Key;
+    use crate::control::{Key, TriggerId};
 
     fn key(i: usize) -> Key {
         Key {
             namespace: "inference".into(),
             name: format!("llama-{i}"),
+            trigger: TriggerId(0),
         }
     }
 

@@ -1,10 +1,13 @@
 //! One background loop per ScaledObject: discover, scrape, parse, compute signals, decide,
 //! and keep the latest decision in memory for the RPCs.
 //!
-//! Owns: the registry of loops keyed by (namespace, name), starting a loop on first sight
-//! (metadata validated once), restarting it when the metadata changes, stopping it when KEDA
-//! stops asking, and the rule for when an answer is "unavailable". Does not own: the wire
-//! protocol (see [`crate::grpc`]) or any of the pure stages it drives.
+//! Owns: the registry of loops keyed by (namespace, name, trigger metadata), starting a loop on
+//! first sight (metadata validated once), stopping it when KEDA stops asking, and the rule for
+//! when an answer is "unavailable". A ScaledObject with several `external` triggers sends each
+//! trigger's metadata under the same namespace and name: each trigger gets its own loop and
+//! state, so they never restart each other. Changed metadata is a new trigger; the loop of the
+//! old metadata stops once KEDA asks only about the new one. Does not own: the wire protocol
+//! (see [`crate::grpc`]) or any of the pure stages it drives.
 //!
 //! RPC handlers never scrape and never wait on a lock held across I/O: they read an
 //! `Arc<Status>` from a watch channel that the loop replaces after each cycle.
@@ -22,18 +25,37 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use status::{DecisionRecord, Status, TargetHealth, Unavailable, reason_label};
+pub use status::{
+    AnswerKind, DecisionRecord, ScaleTargetStatus, Status, TargetHealth, Unavailable, reason_label,
+};
 
 use crate::telemetry::Metrics;
 use vllm_keda_core::config::{ConfigError, ScalerConfig};
 
-/// Identifies a ScaledObject.
+/// Identifies one trigger of a ScaledObject: its namespace, name and a hash of its metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct Key {
     /// Namespace.
     pub namespace: String,
     /// Name.
     pub name: String,
+    /// The trigger: a stable hash of its metadata (see [`trigger_id`]).
+    pub trigger: TriggerId,
+}
+
+impl Key {
+    /// The key of the trigger with `metadata` on ScaledObject `namespace/name`.
+    pub fn new(namespace: &str, name: &str, metadata: &HashMap<String, String>) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            trigger: trigger_id(metadata),
+        }
+    }
+
+    fn same_scaledobject(&self, namespace: &str, name: &str) -> bool {
+        self.namespace == namespace && self.name == name
+    }
 }
 
 impl std::fmt::Display for Key {
@@ -42,11 +64,70 @@ impl std::fmt::Display for Key {
     }
 }
 
+/// A trigger's identity: a stable 64-bit hash of its metadata, shown as 16 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TriggerId(pub u64);
+
+impl std::fmt::Display for TriggerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl serde::Serialize for TriggerId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The [`TriggerId`] of `metadata`: FNV-1a (stable across builds and platforms) of each entry,
+/// summed so that the map's order does not matter and no allocation or sort is needed (every
+/// RPC computes it), then mixed. The same metadata in any order gives the same id.
+pub fn trigger_id(metadata: &HashMap<String, String>) -> TriggerId {
+    let mut sum: u64 = 0;
+    for (key, value) in metadata {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        // Lengths first, so ("ab", "c") and ("a", "bc") differ.
+        for part in [key.as_bytes(), value.as_bytes()] {
+            for byte in (part.len() as u64).to_le_bytes().iter().chain(part) {
+                hash ^= u64::from(*byte);
+                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        sum = sum.wrapping_add(hash);
+    }
+    // SplitMix64's finaliser: every input bit reaches every output bit.
+    let mut z = sum ^ (metadata.len() as u64).rotate_left(32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    TriggerId(z ^ (z >> 31))
+}
+
+/// Why no loop serves a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    /// The metadata is invalid (KEDA gets `InvalidArgument`).
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+    /// The ScaledObject already has [`ControlOptions::max_triggers`] loops that KEDA asked
+    /// about within their scrape interval (its metadata changes faster than loops can start):
+    /// KEDA gets `Unavailable` and asks again.
+    #[error("{0}")]
+    Busy(String),
+}
+
 /// Settings of the loop registry.
 #[derive(Debug, Clone)]
 pub struct ControlOptions {
     /// Stop a loop when no RPC asked about its ScaledObject for this long.
     pub idle_stop: Duration,
+    /// Stop a loop sooner (after this long, at most `idle_stop`) when another trigger of the
+    /// same ScaledObject started after KEDA last asked about it: its metadata was replaced.
+    pub superseded_stop: Duration,
+    /// Most loops one ScaledObject may have (one per distinct trigger metadata). A new
+    /// metadata beyond it replaces the loop KEDA asked about least recently, if that was at
+    /// least one scrape interval ago; else the request is answered `Unavailable`.
+    pub max_triggers: usize,
     /// How long `GetMetrics`/`IsActive` wait for a new loop's first cycle before answering
     /// `Unavailable` (KEDA's HPA path has a 3 s deadline for its three calls together).
     pub first_cycle_wait: Duration,
@@ -59,6 +140,11 @@ pub struct ControlOptions {
     /// Resolve `service` names from this hosts(5) file instead of the system resolver (local
     /// runs and tests: pods on 127.0.0.x come and go by editing the file).
     pub hosts_file: Option<std::path::PathBuf>,
+    /// Read each ScaledObject's scale target through this Kubernetes API client (`None`: no
+    /// API; the policy holds at least the observed pods).
+    pub kube: Option<crate::scale_target::KubeClient>,
+    /// Read the scale target at most this often per loop.
+    pub kube_refresh: Duration,
     /// Run the loops (scraping and parsing) on this runtime instead of the caller's, so RPCs
     /// answered on the caller's threads never queue behind a scrape. `serve` gives them their
     /// own threads.
@@ -69,11 +155,15 @@ impl Default for ControlOptions {
     fn default() -> Self {
         Self {
             idle_stop: Duration::from_secs(600),
+            superseded_stop: Duration::from_secs(60),
+            max_triggers: 8,
             first_cycle_wait: Duration::from_secs(1),
             stale_intervals: 3,
             stale_min: Duration::from_secs(1),
             history_len: 32,
             hosts_file: None,
+            kube: None,
+            kube_refresh: Duration::from_secs(5),
             loop_runtime: None,
         }
     }
@@ -95,17 +185,24 @@ struct Inner {
     tasks: TaskTracker,
 }
 
-/// One ScaledObject's running loop, as RPCs and `/debug` see it.
+/// One trigger's running loop, as RPCs and `/debug` see it.
 #[derive(Debug)]
 pub struct ScaledObject {
-    /// Namespace and name.
+    /// Namespace, name and trigger.
     pub key: Key,
+    /// The `trigger` label of this loop's series: `None` for the first loop of its
+    /// ScaledObject (so a ScaledObject with one trigger keeps the labels namespace and
+    /// scaledobject alone), the trigger id for a loop started beside another.
+    pub trigger_label: Option<String>,
     /// The metadata the loop was started with.
     pub metadata: HashMap<String, String>,
     /// The validated configuration.
     pub config: Arc<ScalerConfig>,
-    /// The target of the loop this one replaced (metadata changed), where the policy resumes.
+    /// The highest target of the ScaledObject's other loops when this one started (its
+    /// metadata changed, or a trigger was added), where the policy resumes.
     previous_target: Option<u32>,
+    /// When this loop started (time since the registry's origin).
+    started_millis: u64,
     status: watch::Receiver<Arc<Status>>,
     last_asked_millis: AtomicU64,
     cancel: CancellationToken,
@@ -132,64 +229,133 @@ impl LoopRegistry {
         }
     }
 
-    /// The ScaledObject's loop, started (or restarted, when `metadata` changed) as needed.
-    /// Marks it as asked. Fails only for invalid metadata.
+    /// The loop of this trigger (`namespace/name` with `metadata`), started as needed. Marks
+    /// it as asked. Fails for invalid metadata, or when the ScaledObject's metadata changes
+    /// faster than loops may start (see [`ControlOptions::max_triggers`]).
     pub fn get_or_start(
         &self,
         namespace: &str,
         name: &str,
         metadata: &HashMap<String, String>,
-    ) -> Result<Arc<ScaledObject>, ConfigError> {
-        if let Some(so) = self.find(namespace, name) {
+    ) -> Result<Arc<ScaledObject>, StartError> {
+        let key = Key::new(namespace, name, metadata);
+        if let Some(so) = self.running(&key) {
             if so.metadata == *metadata {
                 so.touch();
                 return Ok(so);
             }
         }
         let config = Arc::new(ScalerConfig::from_metadata(metadata)?);
-        let key = Key {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        };
         let mut loops = self
             .inner
             .loops
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut previous_target = None;
         if let Some(existing) = loops.get(&key) {
-            if existing.metadata == *metadata && !existing.is_stopped() {
-                existing.touch();
-                return Ok(existing.clone());
-            }
             if !existing.is_stopped() {
-                tracing::info!(scaledobject = %key, "scaler metadata changed: restarting its loop");
+                if existing.metadata == *metadata {
+                    existing.touch();
+                    return Ok(existing.clone());
+                }
+                // Two metadata maps with one hash: the newer one takes the slot.
+                tracing::warn!(scaledobject = %key, trigger = %key.trigger, "trigger id collision: replacing its loop");
                 existing.cancel.cancel();
-                previous_target = existing
-                    .latest()
-                    .decision
-                    .as_ref()
-                    .map(|d| d.target_replicas);
             }
         }
-        let so = self.spawn(key.clone(), metadata.clone(), config, previous_target);
+        let mut siblings: Vec<Arc<ScaledObject>> = loops
+            .values()
+            .filter(|so| so.key.same_scaledobject(namespace, name) && !so.is_stopped())
+            .cloned()
+            .collect();
+        let previous_target = siblings
+            .iter()
+            .filter_map(|so| so.latest().decision.as_ref().map(|d| d.target_replicas))
+            .max();
+        if siblings.len() >= self.inner.options.max_triggers.max(1) {
+            siblings.sort_by_key(|so| so.last_asked_millis.load(Ordering::Relaxed));
+            let oldest = siblings.remove(0);
+            let idle = oldest.idle_for();
+            if idle < oldest.config.scrape_interval {
+                return Err(StartError::Busy(format!(
+                    "scaledobject {namespace}/{name} already has {} triggers with distinct \
+                     metadata, each asked about within its scrape interval: its metadata \
+                     changes faster than new loops may start; retry after one scrape interval",
+                    siblings.len() + 1
+                )));
+            }
+            tracing::info!(
+                scaledobject = %oldest.key,
+                trigger = %oldest.key.trigger,
+                idle_seconds = idle.as_secs_f64(),
+                "stopping the least recently asked trigger's loop to make room for new metadata"
+            );
+            oldest.cancel.cancel();
+        }
+        let trigger_label = (!siblings.is_empty()).then(|| key.trigger.to_string());
+        if !siblings.is_empty() {
+            tracing::info!(
+                scaledobject = %key,
+                trigger = %key.trigger,
+                other_triggers = siblings.len(),
+                resume_from = previous_target,
+                "new trigger metadata for a served scaledobject: starting its own loop"
+            );
+        }
+        let so = self.spawn(
+            key.clone(),
+            metadata.clone(),
+            config,
+            previous_target,
+            trigger_label,
+        );
         loops.insert(key, so.clone());
+        loops.retain(|_, so| !so.is_stopped());
         self.inner.metrics.scaledobjects.set(loops.len() as i64);
         Ok(so)
     }
 
-    /// The running loop of a ScaledObject, if any (does not mark it as asked).
-    pub fn find(&self, namespace: &str, name: &str) -> Option<Arc<ScaledObject>> {
-        let key = Key {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        };
+    fn running(&self, key: &Key) -> Option<Arc<ScaledObject>> {
         let loops = self
             .inner
             .loops
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        loops.get(&key).filter(|so| !so.is_stopped()).cloned()
+        loops.get(key).filter(|so| !so.is_stopped()).cloned()
+    }
+
+    /// The running loop of a ScaledObject that KEDA asked about most recently (does not mark
+    /// it as asked); see [`LoopRegistry::find_all`] for every trigger.
+    pub fn find(&self, namespace: &str, name: &str) -> Option<Arc<ScaledObject>> {
+        self.find_all(namespace, name)
+            .into_iter()
+            .max_by_key(|so| so.last_asked_millis.load(Ordering::Relaxed))
+    }
+
+    /// Every running loop of a ScaledObject (one per trigger), sorted by trigger.
+    pub fn find_all(&self, namespace: &str, name: &str) -> Vec<Arc<ScaledObject>> {
+        let loops = self
+            .inner
+            .loops
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut all: Vec<Arc<ScaledObject>> = loops
+            .values()
+            .filter(|so| so.key.same_scaledobject(namespace, name) && !so.is_stopped())
+            .cloned()
+            .collect();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all
+    }
+
+    /// The running loop of one trigger, if any (does not mark it as asked).
+    pub fn find_trigger(
+        &self,
+        namespace: &str,
+        name: &str,
+        metadata: &HashMap<String, String>,
+    ) -> Option<Arc<ScaledObject>> {
+        self.running(&Key::new(namespace, name, metadata))
+            .filter(|so| so.metadata == *metadata)
     }
 
     /// Every running loop, sorted by key.
@@ -227,13 +393,16 @@ impl LoopRegistry {
         metadata: HashMap<String, String>,
         config: Arc<ScalerConfig>,
         previous_target: Option<u32>,
+        trigger_label: Option<String>,
     ) -> Arc<ScaledObject> {
         let (tx, rx) = watch::channel(Arc::new(Status::default()));
         let so = Arc::new(ScaledObject {
             key,
+            trigger_label,
             metadata,
             config,
             previous_target,
+            started_millis: self.inner.origin.elapsed().as_millis() as u64,
             status: rx,
             last_asked_millis: AtomicU64::new(0),
             cancel: self.inner.shutdown.child_token(),
@@ -241,7 +410,7 @@ impl LoopRegistry {
             options: self.inner.options.clone(),
         });
         so.touch();
-        tracing::info!(scaledobject = %so.key, "starting scrape loop");
+        tracing::info!(scaledobject = %so.key, trigger = %so.key.trigger, "starting scrape loop");
         let registry = Arc::downgrade(&self.inner);
         let run = cycle::run(
             so.clone(),
@@ -262,6 +431,29 @@ impl LoopRegistry {
 struct Deregister(Weak<Inner>);
 
 impl Deregister {
+    /// Whether another trigger of `so`'s ScaledObject started after KEDA last asked about
+    /// `so`, and `so` has not been asked about since for [`ControlOptions::superseded_stop`]:
+    /// its metadata was replaced (a ScaledObject edit), so its loop can stop.
+    fn superseded(&self, so: &ScaledObject) -> bool {
+        let Some(inner) = self.0.upgrade() else {
+            return false;
+        };
+        let asked = so.last_asked_millis.load(Ordering::Relaxed);
+        if so.idle_for() < inner.options.superseded_stop.min(inner.options.idle_stop) {
+            return false;
+        }
+        let loops = inner
+            .loops
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        loops.values().any(|other| {
+            other.key.same_scaledobject(&so.key.namespace, &so.key.name)
+                && other.key != so.key
+                && !other.is_stopped()
+                && other.started_millis > asked
+        })
+    }
+
     fn remove(&self, so: &Arc<ScaledObject>) {
         let Some(inner) = self.0.upgrade() else {
             return;
@@ -330,5 +522,35 @@ impl ScaledObject {
         status
             .answer(Instant::now(), self.stale_after())
             .map(|d| (d.target_replicas, d.active))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metadata(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_trigger_id_depends_on_the_metadata_not_its_order() {
+        let a = metadata(&[("endpoints", "a:1"), ("maxReplicas", "5")]);
+        let mut b = HashMap::new();
+        b.insert("maxReplicas".to_owned(), "5".to_owned());
+        b.insert("endpoints".to_owned(), "a:1".to_owned());
+        assert_eq!(trigger_id(&a), trigger_id(&b));
+        for other in [
+            metadata(&[("endpoints", "a:1"), ("maxReplicas", "6")]),
+            metadata(&[("endpoints", "a:1")]),
+            metadata(&[("endpoints", "a:1m"), ("axReplicas", "5")]),
+            metadata(&[]),
+        ] {
+            assert_ne!(trigger_id(&a), trigger_id(&other), "{other:?}");
+        }
+        assert_eq!(trigger_id(&a).to_string().len(), 16);
     }
 }

@@ -115,6 +115,7 @@ fn failure_text(failure: &TargetFailure<String>) -> String {
     match failure {
         TargetFailure::Fetch(e) => e.clone(),
         TargetFailure::Parse(e) => format!("not a metrics body: {e}"),
+        TargetFailure::Invalid(e) => format!("unusable body: {e}"),
     }
 }
 
@@ -161,6 +162,7 @@ impl Report {
                 latency_window: end,
                 preemption_window: end,
                 model: model.map(str::to_owned),
+                ..SignalSettings::default()
             },
             PolicyConfig::default(),
         );

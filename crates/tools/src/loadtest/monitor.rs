@@ -92,6 +92,7 @@ pub async fn run_monitor(
             Ok(_) => None,
             Err(TargetFailure::Fetch(e)) => Some(format!("{url}: {e}")),
             Err(TargetFailure::Parse(e)) => Some(format!("{url}: {e}")),
+            Err(TargetFailure::Invalid(e)) => Some(format!("{url}: {e}")),
         });
         let healthy = round.healthy_pods();
         fleet.record(now, round);
