@@ -18,6 +18,7 @@ use crate::telemetry::{
     TARGET_HEALTH,
 };
 use vllm_keda_core::Scaler;
+use vllm_keda_core::exposition::Limits;
 use vllm_keda_core::policy::Decision;
 use vllm_keda_core::scaler::{ScrapeRound, Step, TargetFailure};
 use vllm_keda_core::signals::FleetSignals;
@@ -72,13 +73,14 @@ fn parse_round(
     pods: Vec<ScrapeOutcome>,
     gpus: Vec<ScrapeOutcome>,
     model: Option<&str>,
+    limits: &Limits,
 ) -> ScrapeRound<ScrapeError> {
     let bodies = |outcomes: Vec<ScrapeOutcome>| {
         outcomes
             .into_iter()
             .map(|scraped| (scraped.url, scraped.result))
     };
-    ScrapeRound::parse(bodies(pods), bodies(gpus), model)
+    ScrapeRound::parse_with_limits(bodies(pods), bodies(gpus), model, limits)
 }
 
 /// The round when parsing itself failed: every vLLM target failed with `message`, and no DCGM
@@ -106,7 +108,7 @@ fn scrape_error<T>(
     match outcome {
         Ok(_) => None,
         Err(TargetFailure::Fetch(error)) => Some(error.clone()),
-        Err(TargetFailure::Parse(error)) => Some(ScrapeError::parse(url, error)),
+        Err(TargetFailure::Parse(error)) => Some(ScrapeError::from_parse(url, error)),
     }
 }
 
@@ -183,7 +185,7 @@ impl Cycle {
             metrics,
             scraper: Scraper::new(ScrapeSettings {
                 timeout: scrape_timeout(config.scrape_interval),
-                ..ScrapeSettings::default()
+                ..so.options.scrape.clone()
             }),
             scaler: match so.previous_target {
                 Some(target) => Scaler::new(config).resume_from(target),
@@ -241,8 +243,9 @@ impl Cycle {
         // handlers sharing them never wait behind a large body.
         let urls: Vec<String> = results.iter().map(|r| r.url.clone()).collect();
         let model = config.model.clone();
+        let limits = self.scraper.settings().limits;
         let round = tokio::task::spawn_blocking(move || {
-            parse_round(results, gpu_results, model.as_deref())
+            parse_round(results, gpu_results, model.as_deref(), &limits)
         })
         .await
         .unwrap_or_else(|panic| failed_round(&urls, &format!("parsing panicked: {panic}")));
@@ -301,6 +304,9 @@ impl Cycle {
             None => ScrapeResult::Ok.label(),
             Some(error) => error.result_label(),
         };
+        if let Some(limit) = error.and_then(ScrapeError::limit) {
+            self.metrics.count_limit(limit.label());
+        }
         self.metrics
             .scrapes
             .get_or_create(&ResultLabels {
@@ -421,7 +427,6 @@ mod tests {
     fn a_round_keeps_fetch_errors_and_names_the_target_of_a_parse_error() {
         let refused = ScrapeError::Connect {
             url: "http://b/metrics".into(),
-            message: "connection refused".into(),
         };
         let round = parse_round(
             vec![
@@ -434,6 +439,7 @@ mod tests {
                 Ok("DCGM_FI_DEV_GPU_UTIL 50\n"),
             )],
             None,
+            &Limits::NONE,
         );
         let errors: Vec<Option<ScrapeError>> = round
             .pods
