@@ -146,7 +146,7 @@ async fn reset_in_the_middle_of_the_body_is_connect_error() {
         assert_eq!(out.result_label(), "connect_error", "{:?}", out.result);
         let text = error_text(&out);
         assert!(
-            text.contains("connection failed during the exchange"),
+            text.contains("the connection failed before a complete"),
             "{text}"
         );
     })

@@ -66,6 +66,12 @@ pub const RESULT_LABELS: [&str; ScrapeResult::ALL.len()] = {
     labels
 };
 
+/// The one text of [`ScrapeError::Connect`] and [`ScrapeError::Transport`]: a closed port, a
+/// reset and a port that does not speak HTTP read the same, so answers cannot map a network.
+pub const CONNECTION_FAILED: &str = "cannot connect, or the connection failed before a complete \
+     HTTP response; check that the pod is running and that the address and port are right (the \
+     scaler's debug log has the cause)";
+
 /// Why a scrape failed. A failed target is "unknown", never "zero load": callers drop it from
 /// the healthy set rather than reading anything into it.
 ///
@@ -96,20 +102,14 @@ pub enum ScrapeError {
     },
     /// No connection could be made (refused, unreachable, DNS failure of the target's host).
     /// The cause is in the scaler's debug log only.
-    #[error(
-        "scraping {url}: cannot connect; check that the pod is running and that the address \
-         and port are right"
-    )]
+    #[error("scraping {url}: {CONNECTION_FAILED}")]
     Connect {
         /// The target.
         url: String,
     },
     /// The connection broke or the HTTP exchange was malformed after connecting (for example
     /// a reset in the middle of the body). The cause is in the scaler's debug log only.
-    #[error(
-        "scraping {url}: connection failed during the exchange; the pod may have restarted or \
-         crashed"
-    )]
+    #[error("scraping {url}: {CONNECTION_FAILED}")]
     Transport {
         /// The target.
         url: String,

@@ -15,7 +15,7 @@
 mod error;
 mod policy;
 
-pub use error::{RESULT_LABELS, ScrapeError, ScrapeResult};
+pub use error::{CONNECTION_FAILED, RESULT_LABELS, ScrapeError, ScrapeResult};
 pub use policy::{Cidr, DEFAULT_RULES, DefaultRule, OwnListener, Refusal, TargetPolicy};
 
 use std::error::Error as _;
@@ -322,13 +322,14 @@ impl Scraper {
             .collect()
     }
 
-    /// The target's address, resolved and checked against the policy: the request goes to
-    /// this address, never to a second resolution of the name.
-    async fn pinned_address(
+    /// The target's addresses, resolved and checked against the policy (every allowed one, in
+    /// the resolver's order): the request goes to one of these, never to a second resolution
+    /// of the name.
+    async fn pinned_addresses(
         &self,
         url: &str,
         parsed: &reqwest::Url,
-    ) -> Result<SocketAddr, ScrapeError> {
+    ) -> Result<Vec<SocketAddr>, ScrapeError> {
         // `check_target` made sure of an http url with a host, so both are known.
         let port = parsed.port_or_known_default().unwrap_or(80);
         let candidates: Vec<SocketAddr> = match url_host(parsed) {
@@ -345,13 +346,18 @@ impl Scraper {
             None => Vec::new(),
         };
         let mut refusal = None;
+        let mut allowed = Vec::with_capacity(candidates.len());
         for address in candidates {
             match self.settings.policy.check(address) {
-                Ok(()) => return Ok(address),
+                Ok(()) => allowed.push(address),
                 Err(refused) => {
+                    tracing::debug!(target = %url, refused = %refused, "address refused");
                     refusal.get_or_insert(refused);
                 }
             }
+        }
+        if !allowed.is_empty() {
+            return Ok(allowed);
         }
         Err(match refusal {
             Some(refusal) => ScrapeError::Refused {
@@ -373,12 +379,34 @@ impl Scraper {
                 url: url.to_string(),
             }
         })?;
-        let address = self.pinned_address(url, &parsed).await?;
-        let mut request = client.get(pinned_url(&parsed, address.ip()));
-        if let Some(host) = host_header(&parsed) {
-            request = request.header(reqwest::header::HOST, host);
+        let addresses = self.pinned_addresses(url, &parsed).await?;
+        let host = host_header(&parsed);
+        let mut response = None;
+        let mut last_error = None;
+        // A name with several addresses: the next one when a connection cannot be made (as a
+        // client resolving the name itself would).
+        for address in addresses {
+            let mut request = client.get(pinned_url(&parsed, address.ip()));
+            if let Some(host) = &host {
+                request = request.header(reqwest::header::HOST, host.as_str());
+            }
+            match request.send().await {
+                Ok(answer) => {
+                    response = Some(answer);
+                    break;
+                }
+                Err(error) if error.is_connect() => last_error = Some(error),
+                Err(error) => return Err(classify(url, error)),
+            }
         }
-        let mut response = request.send().await.map_err(|e| classify(url, e))?;
+        let Some(mut response) = response else {
+            return Err(match last_error {
+                Some(error) => classify(url, error),
+                None => ScrapeError::Connect {
+                    url: url.to_string(),
+                },
+            });
+        };
         let status = response.status();
         if !status.is_success() {
             return Err(ScrapeError::HttpStatus {
