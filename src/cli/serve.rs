@@ -272,6 +272,52 @@ impl From<ServeArgs> for ServeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn target_policy_and_limit_flags_reach_the_settings() {
+        let cli = Cli::try_parse_from([
+            "serve",
+            "--allow-targets",
+            "127.0.0.0/8,::1",
+            "--deny-targets",
+            "10.9.0.0/16",
+            "--allow-target-ports",
+            "8000,9400",
+            "--scrape-max-samples",
+            "100",
+            "--max-scaledobjects",
+            "7",
+            "--debug-endpoints",
+            "off",
+        ])
+        .unwrap();
+        let config = ServeConfig::from(cli.serve);
+        let scrape = &config.options.control.scrape;
+        assert_eq!(scrape.policy.allow.len(), 2);
+        assert_eq!(scrape.policy.deny[0].to_string(), "10.9.0.0/16");
+        assert_eq!(scrape.policy.ports, vec![8000, 9400]);
+        assert_eq!(scrape.limits.max_samples, 100);
+        assert!(!scrape.proxy_from_env);
+        assert!(scrape.concurrency.is_some());
+        assert_eq!(config.options.control.max_scaledobjects, 7);
+        assert_eq!(config.options.admin.debug, DebugAccess::Off);
+
+        let defaults = ServeConfig::from(Cli::try_parse_from(["serve"]).unwrap().serve);
+        let scrape = &defaults.options.control.scrape;
+        assert!(scrape.policy.allow.is_empty());
+        assert_eq!(scrape.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+        assert_eq!(defaults.options.admin.debug, DebugAccess::Loopback);
+
+        let bad = Cli::try_parse_from(["serve", "--allow-targets", "10.0.0.0/33"]).unwrap_err();
+        assert!(bad.to_string().contains("expected CIDR notation"), "{bad}");
+    }
 
     #[test]
     fn seconds_must_be_positive_numbers() {

@@ -108,7 +108,7 @@ fn router_without_debug(state: AdminState, status: StatusCode) -> Router {
         (status, Json(serde_json::json!({ "error": message })))
     };
     public_routes()
-        .route("/debug", get(refuse.clone()))
+        .route("/debug", get(refuse))
         .route("/debug/{*rest}", get(refuse))
         .with_state(state)
 }

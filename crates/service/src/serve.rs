@@ -196,7 +196,7 @@ pub async fn start(
     let http_server = crate::http::serve_admin(http, admin_state, options.admin, shutdown.clone());
 
     let mut grpc_task = tokio::spawn(grpc_server);
-    let mut http_task = tokio::spawn(async move { http_server.await });
+    let mut http_task = tokio::spawn(http_server);
     ready.store(true, Ordering::Relaxed);
     tracing::info!(
         grpc = %grpc_addr,
