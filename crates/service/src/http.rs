@@ -444,3 +444,57 @@ async fn detail(
     };
     Json(detail).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::{ControlOptions, LoopRegistry};
+    use crate::telemetry::Metrics;
+
+    fn state() -> AdminState {
+        AdminState {
+            loops: LoopRegistry::new(
+                Arc::new(Metrics::new()),
+                ControlOptions::default(),
+                tokio_util::sync::CancellationToken::new(),
+            ),
+            ready: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    async fn get(app: Router, path: &str) -> (u16, String) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let response = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn peers_off_loopback_get_403_naming_the_flag_and_still_reach_metrics() {
+        let app = router_without_debug(state(), StatusCode::FORBIDDEN);
+        let (status, body) = get(app.clone(), "/debug/scaledobjects/ns/name").await;
+        assert_eq!(status, 403);
+        assert!(body.contains("--debug-endpoints on"), "{body}");
+        let (status, _) = get(app, "/metrics").await;
+        assert_eq!(status, 200);
+        let (status, _) = get(router(state()), "/debug/scaledobjects").await;
+        assert_eq!(status, 200);
+    }
+
+    #[test]
+    fn loopback_peers_include_mapped_addresses_and_access_modes_parse() {
+        assert!(is_loopback("127.0.0.1:1".parse().unwrap()));
+        assert!(is_loopback("[::ffff:127.0.0.1]:1".parse().unwrap()));
+        assert!(is_loopback("[::1]:1".parse().unwrap()));
+        assert!(!is_loopback("10.0.0.1:1".parse().unwrap()));
+        assert_eq!("off".parse::<DebugAccess>(), Ok(DebugAccess::Off));
+        assert!(
+            "maybe"
+                .parse::<DebugAccess>()
+                .unwrap_err()
+                .contains("off, loopback or on")
+        );
+    }
+}
