@@ -13,11 +13,15 @@
 //!    values, one whose pod accepts and never answers. The other tenants' answers must be the
 //!    same as in the steady phase, and their scrape times are reported beside the steady ones.
 //!
+//! 4. Soak (`--soak-minutes 30`): instead of 2 and 3, waves of `--pods` ScaledObjects (one
+//!    target each) created and then left idle until their loops stop, for that long; RSS and
+//!    open descriptors after every wave, and their growth since the second wave.
+//!
 //! `ulimit -n` must exceed twice `--pods` (listeners and accepted connections live here).
 //!
 //! `cargo build --release -p vllm-keda-scaler && cargo bench -p vllm-keda-service --bench fleet
 //!  -- [--pods 5000] [--scaledobjects 500] [--seconds 60] [--rate 1000] [--interval 2]
-//!  [--hostile] [--bin PATH]`
+//!  [--hostile] [--soak-minutes 30] [--bin PATH]`
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -45,6 +49,9 @@ struct Args {
     interval: f64,
     hostile: bool,
     bin: String,
+    /// Soak mode: waves of `--pods` one-target ScaledObjects created and left to stop, for
+    /// this many minutes.
+    soak_minutes: f64,
 }
 
 fn args() -> Args {
@@ -55,6 +62,7 @@ fn args() -> Args {
         rate: 1000.0,
         interval: 2.0,
         hostile: false,
+        soak_minutes: 0.0,
         bin: concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../target/release/vllm-keda-scaler"
@@ -74,6 +82,7 @@ fn args() -> Args {
             "--rate" => a.rate = value().parse().unwrap(),
             "--interval" => a.interval = value().parse().unwrap(),
             "--hostile" => a.hostile = true,
+            "--soak-minutes" => a.soak_minutes = value().parse().unwrap(),
             "--bin" => a.bin = value(),
             "--bench" => {}
             other => panic!("unknown flag {other}"),
@@ -323,6 +332,74 @@ fn report(name: &str, p: &Phase) {
     );
 }
 
+/// Waves of one-target ScaledObjects (one per pod): each wave asks about all of them for three
+/// intervals, then stops asking, so their loops stop after `--idle-stop-seconds` (10 here);
+/// RSS and open descriptors after each wave's loops are gone.
+async fn soak(
+    args: &Args,
+    pid: u32,
+    http: SocketAddr,
+    client: &ExternalScalerClient<Channel>,
+    pods: &[SocketAddr],
+) {
+    let started = Instant::now();
+    let mut wave = 0;
+    let mut after_warmup: Option<(f64, usize)> = None;
+    while started.elapsed().as_secs_f64() < args.soak_minutes * 60.0 {
+        wave += 1;
+        let refs: Vec<ScaledObjectRef> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                so_ref(
+                    &format!("w{wave}-{i:05}"),
+                    &format!("http://{a}/metrics"),
+                    args.interval,
+                )
+            })
+            .collect();
+        for _ in 0..3 {
+            let mut calls = Vec::new();
+            for chunk in refs.chunks(200) {
+                let mut c = client.clone();
+                let chunk = chunk.to_vec();
+                calls.push(tokio::spawn(async move {
+                    for r in &chunk {
+                        get_metrics(&mut c, r).await;
+                    }
+                }));
+            }
+            for call in calls {
+                call.await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_secs_f64(args.interval)).await;
+        }
+        let (busy, busy_peak) = rss_mib(pid);
+        // Stop asking; wait for every loop to stop.
+        let stop_by = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < stop_by && !cycles(http).await.is_empty() {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        let (idle, _) = rss_mib(pid);
+        let fds = open_fds(pid);
+        println!(
+            "wave {wave} at {:.0} s: {} ScaledObjects; RSS busy {busy:.0} MiB (peak {busy_peak:.0}),              after their loops stopped {idle:.0} MiB, {fds} open fds",
+            started.elapsed().as_secs_f64(),
+            refs.len()
+        );
+        if wave == 2 {
+            after_warmup = Some((idle, fds));
+        }
+        if let Some((base, base_fds)) = after_warmup {
+            println!(
+                "  growth since wave 2: RSS {:+.1} % , fds {:+}",
+                (idle / base - 1.0) * 100.0,
+                fds as i64 - base_fds as i64
+            );
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args = args();
@@ -347,6 +424,12 @@ async fn main() {
             "--allow-targets",
             "127.0.0.0/8",
             "--idle-stop-seconds",
+            if args.soak_minutes > 0.0 {
+                "10"
+            } else {
+                "100000"
+            },
+            "--max-scaledobjects",
             "100000",
         ])
         .env("RUST_LOG", "warn")
@@ -367,6 +450,12 @@ async fn main() {
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     };
+    if args.soak_minutes > 0.0 {
+        soak(&args, pid, http, &client, &pods).await;
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    }
     let per = args.pods / args.scaledobjects;
     let refs: Vec<ScaledObjectRef> = (0..args.scaledobjects)
         .map(|i| {
