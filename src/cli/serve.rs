@@ -1,11 +1,19 @@
 //! `serve`'s flags and their conversion into the service's [`ServeConfig`].
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use vllm_keda_service::control::ControlOptions;
+use vllm_keda_service::control::{ControlOptions, DEFAULT_MAX_SCALEDOBJECTS};
+use vllm_keda_service::http::{AdminOptions, DebugAccess};
 use vllm_keda_service::scale_target::KubeApi;
-use vllm_keda_service::serve::{ServeConfig, ServeOptions};
+use vllm_keda_service::scrape::{
+    Cidr, DEFAULT_BODY_LIMITS, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENT_SCRAPES,
+    DEFAULT_MAX_TARGETS, Limits, ScrapeSettings, TargetPolicy, scrape_slots,
+};
+use vllm_keda_service::serve::{
+    DEFAULT_GRPC_MAX_STREAMS_PER_CONNECTION, ServeConfig, ServeOptions,
+};
 use vllm_keda_service::tls::TlsFiles;
 
 /// Command-line arguments. Every flag can also be set with `VLLM_KEDA_SCALER_<FLAG>`.
@@ -117,6 +125,94 @@ pub(crate) struct ServeArgs {
         default_value_t = KubeApiArg::Auto
     )]
     pub(crate) kube_api: KubeApiArg,
+
+    /// Scrape only addresses inside these ranges (comma-separated CIDRs, like
+    /// 10.0.0.0/8,fd00::/8). A range that names part of a built-in refusal (loopback,
+    /// link-local, cloud metadata) opens that part: 127.0.0.0/8 allows loopback. Checked on the
+    /// resolved address at connect time. Unset: every address but the built-in refusals.
+    #[arg(long, env = "VLLM_KEDA_SCALER_ALLOW_TARGETS", value_delimiter = ',')]
+    pub(crate) allow_targets: Vec<Cidr>,
+
+    /// Never scrape addresses inside these ranges (comma-separated CIDRs; wins over
+    /// --allow-targets). Kubelets and the API server's addresses are good candidates.
+    #[arg(long, env = "VLLM_KEDA_SCALER_DENY_TARGETS", value_delimiter = ',')]
+    pub(crate) deny_targets: Vec<Cidr>,
+
+    /// Scrape only these ports (comma-separated, like 8000,9400). Unset: any port but the
+    /// scaler's own.
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_ALLOW_TARGET_PORTS",
+        value_delimiter = ','
+    )]
+    pub(crate) allow_target_ports: Vec<u16>,
+
+    /// Send scrapes through the proxy named by HTTP_PROXY/NO_PROXY (ignored by default).
+    #[arg(long, env = "VLLM_KEDA_SCALER_SCRAPE_PROXY_FROM_ENV")]
+    pub(crate) scrape_proxy_from_env: bool,
+
+    /// Largest /metrics body accepted, in bytes after decompression (one model's vLLM body is
+    /// about 50 KB).
+    #[arg(long, env = "VLLM_KEDA_SCALER_SCRAPE_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub(crate) scrape_max_body_bytes: usize,
+
+    /// Most samples in one body (one model's vLLM body has about 400).
+    #[arg(long, env = "VLLM_KEDA_SCALER_SCRAPE_MAX_SAMPLES", default_value_t = DEFAULT_BODY_LIMITS.max_samples)]
+    pub(crate) scrape_max_samples: usize,
+
+    /// Most labels on one sample.
+    #[arg(long, env = "VLLM_KEDA_SCALER_SCRAPE_MAX_LABELS_PER_SAMPLE", default_value_t = DEFAULT_BODY_LIMITS.max_labels_per_sample)]
+    pub(crate) scrape_max_labels_per_sample: usize,
+
+    /// Longest label name, in bytes.
+    #[arg(long, env = "VLLM_KEDA_SCALER_SCRAPE_MAX_LABEL_NAME_BYTES", default_value_t = DEFAULT_BODY_LIMITS.max_label_name_bytes)]
+    pub(crate) scrape_max_label_name_bytes: usize,
+
+    /// Longest label value, in bytes.
+    #[arg(long, env = "VLLM_KEDA_SCALER_SCRAPE_MAX_LABEL_VALUE_BYTES", default_value_t = DEFAULT_BODY_LIMITS.max_label_value_bytes)]
+    pub(crate) scrape_max_label_value_bytes: usize,
+
+    /// Most vLLM (and, separately, DCGM) targets scraped per ScaledObject and cycle.
+    #[arg(long, env = "VLLM_KEDA_SCALER_MAX_TARGETS_PER_SCALEDOBJECT", default_value_t = DEFAULT_MAX_TARGETS)]
+    pub(crate) max_targets_per_scaledobject: usize,
+
+    /// Most scrapes in flight at once, over every ScaledObject.
+    #[arg(long, env = "VLLM_KEDA_SCALER_MAX_CONCURRENT_SCRAPES", default_value_t = DEFAULT_MAX_CONCURRENT_SCRAPES)]
+    pub(crate) max_concurrent_scrapes: usize,
+
+    /// Most ScaledObjects served at once; a new one past it is answered RESOURCE_EXHAUSTED.
+    #[arg(long, env = "VLLM_KEDA_SCALER_MAX_SCALEDOBJECTS", default_value_t = DEFAULT_MAX_SCALEDOBJECTS)]
+    pub(crate) max_scaledobjects: usize,
+
+    /// Most concurrent gRPC streams (StreamIsActive and calls in flight) per connection.
+    #[arg(long, env = "VLLM_KEDA_SCALER_GRPC_MAX_STREAMS_PER_CONNECTION", default_value_t = DEFAULT_GRPC_MAX_STREAMS_PER_CONNECTION)]
+    pub(crate) grpc_max_streams_per_connection: u32,
+
+    /// Who may read /debug on the admin port: off, loopback (port-forward or exec) or on.
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_DEBUG_ENDPOINTS",
+        default_value = "loopback"
+    )]
+    pub(crate) debug_endpoints: DebugAccess,
+
+    /// Seconds an admin connection gets to send each request head.
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_HTTP_HEADER_TIMEOUT_SECONDS",
+        default_value = "10",
+        value_parser = parse_seconds
+    )]
+    pub(crate) http_header_timeout_seconds: Duration,
+
+    /// Seconds without traffic after which an admin connection is closed.
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_HTTP_IDLE_TIMEOUT_SECONDS",
+        default_value = "120",
+        value_parser = parse_seconds
+    )]
+    pub(crate) http_idle_timeout_seconds: Duration,
 }
 
 /// `--kube-api`.
@@ -162,6 +258,25 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 
 impl From<ServeArgs> for ServeConfig {
     fn from(args: ServeArgs) -> Self {
+        let scrape = ScrapeSettings {
+            max_body_bytes: args.scrape_max_body_bytes,
+            policy: Arc::new(TargetPolicy {
+                allow: args.allow_targets,
+                deny: args.deny_targets,
+                ports: args.allow_target_ports,
+                own: Vec::new(),
+            }),
+            proxy_from_env: args.scrape_proxy_from_env,
+            limits: Limits {
+                max_samples: args.scrape_max_samples,
+                max_labels_per_sample: args.scrape_max_labels_per_sample,
+                max_label_name_bytes: args.scrape_max_label_name_bytes,
+                max_label_value_bytes: args.scrape_max_label_value_bytes,
+            },
+            max_targets: args.max_targets_per_scaledobject,
+            concurrency: Some(scrape_slots(args.max_concurrent_scrapes)),
+            ..ScrapeSettings::default()
+        };
         let options = ServeOptions {
             shutdown_grace: args.shutdown_grace_seconds,
             stream_heartbeat: args.stream_heartbeat_seconds,
@@ -169,8 +284,16 @@ impl From<ServeArgs> for ServeConfig {
                 idle_stop: args.idle_stop_seconds,
                 first_cycle_wait: args.first_answer_wait_seconds,
                 hosts_file: args.hosts_file,
+                scrape,
+                max_scaledobjects: args.max_scaledobjects,
                 ..ControlOptions::default()
             },
+            admin: AdminOptions {
+                debug: args.debug_endpoints,
+                header_read_timeout: args.http_header_timeout_seconds,
+                idle_timeout: args.http_idle_timeout_seconds,
+            },
+            grpc_max_streams_per_connection: args.grpc_max_streams_per_connection,
             tls: match (args.tls_cert_file, args.tls_key_file) {
                 (Some(cert), Some(key)) => Some(TlsFiles {
                     cert,
@@ -180,6 +303,7 @@ impl From<ServeArgs> for ServeConfig {
                 _ => None,
             },
             kube_api: args.kube_api.settings(),
+            ..ServeOptions::default()
         };
         Self {
             grpc_addr: args.grpc_addr,
@@ -193,6 +317,52 @@ impl From<ServeArgs> for ServeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn target_policy_and_limit_flags_reach_the_settings() {
+        let cli = Cli::try_parse_from([
+            "serve",
+            "--allow-targets",
+            "127.0.0.0/8,::1",
+            "--deny-targets",
+            "10.9.0.0/16",
+            "--allow-target-ports",
+            "8000,9400",
+            "--scrape-max-samples",
+            "100",
+            "--max-scaledobjects",
+            "7",
+            "--debug-endpoints",
+            "off",
+        ])
+        .unwrap();
+        let config = ServeConfig::from(cli.serve);
+        let scrape = &config.options.control.scrape;
+        assert_eq!(scrape.policy.allow.len(), 2);
+        assert_eq!(scrape.policy.deny[0].to_string(), "10.9.0.0/16");
+        assert_eq!(scrape.policy.ports, vec![8000, 9400]);
+        assert_eq!(scrape.limits.max_samples, 100);
+        assert!(!scrape.proxy_from_env);
+        assert!(scrape.concurrency.is_some());
+        assert_eq!(config.options.control.max_scaledobjects, 7);
+        assert_eq!(config.options.admin.debug, DebugAccess::Off);
+
+        let defaults = ServeConfig::from(Cli::try_parse_from(["serve"]).unwrap().serve);
+        let scrape = &defaults.options.control.scrape;
+        assert!(scrape.policy.allow.is_empty());
+        assert_eq!(scrape.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+        assert_eq!(defaults.options.admin.debug, DebugAccess::Loopback);
+
+        let bad = Cli::try_parse_from(["serve", "--allow-targets", "10.0.0.0/33"]).unwrap_err();
+        assert!(bad.to_string().contains("expected CIDR notation"), "{bad}");
+    }
 
     #[test]
     fn seconds_must_be_positive_numbers() {

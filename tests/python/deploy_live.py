@@ -81,7 +81,8 @@ class Scaler:
         self.grpc_port = _free_port()
         self.http_port = _free_port()
         env = dict(os.environ, VLLM_KEDA_SCALER_GRPC_ADDR=f"127.0.0.1:{self.grpc_port}",
-                   VLLM_KEDA_SCALER_HTTP_ADDR=f"127.0.0.1:{self.http_port}", RUST_LOG="warn")
+                   VLLM_KEDA_SCALER_HTTP_ADDR=f"127.0.0.1:{self.http_port}", RUST_LOG="warn",
+                   VLLM_KEDA_SCALER_ALLOW_TARGETS="127.0.0.0/8")
         self.log_path = workdir / "serve.log"
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen([str(binary), "serve"], env=env, stdout=subprocess.DEVNULL,

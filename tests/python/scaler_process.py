@@ -54,7 +54,7 @@ def scaler_process(binary, tmp_path, env, args=(), extra_env=None):
     log = open(log_path, "w")
     proc = subprocess.Popen(
         [str(binary), "serve", "--grpc-addr", grpc_addr, "--hosts-file", hosts_file,
-         "--shutdown-grace-seconds", "5", *args],
+         "--shutdown-grace-seconds", "5", "--allow-targets", "127.0.0.0/8", *args],
         stdout=log, stderr=subprocess.STDOUT, env=env,
     )
     s = Scaler(proc, grpc_addr, http_addr, hosts_file, log_path)

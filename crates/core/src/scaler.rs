@@ -95,11 +95,23 @@ impl<E> ScrapeRound<E> {
         gpus: impl IntoIterator<Item = (String, Result<B, E>)>,
         model: Option<&str>,
     ) -> Self {
+        Self::parse_with_limits(pods, gpus, model, &exposition::Limits::NONE)
+    }
+
+    /// [`ScrapeRound::parse`], with each body held to `limits` (a body past them is a parse
+    /// failure of its target, [`exposition::ParseErrorKind::LimitExceeded`]).
+    pub fn parse_with_limits<B: AsRef<str>>(
+        pods: impl IntoIterator<Item = (String, Result<B, E>)>,
+        gpus: impl IntoIterator<Item = (String, Result<B, E>)>,
+        model: Option<&str>,
+        limits: &exposition::Limits,
+    ) -> Self {
         let pods = pods
             .into_iter()
             .map(|(target, body)| {
                 let snapshot = body.map_err(TargetFailure::Fetch).and_then(|body| {
-                    let parsed = exposition::parse(body.as_ref()).map_err(TargetFailure::Parse)?;
+                    let parsed = exposition::parse_with_limits(body.as_ref(), limits)
+                        .map_err(TargetFailure::Parse)?;
                     PodSnapshot::from_exposition(&parsed, model).map_err(TargetFailure::Invalid)
                 });
                 (target, snapshot)
@@ -109,7 +121,7 @@ impl<E> ScrapeRound<E> {
             .into_iter()
             .map(|(target, body)| {
                 let snapshot = body.map_err(TargetFailure::Fetch).and_then(|body| {
-                    exposition::parse(body.as_ref())
+                    exposition::parse_with_limits(body.as_ref(), limits)
                         .map(|parsed| GpuSnapshot::from_exposition(&parsed))
                         .map_err(TargetFailure::Parse)
                 });

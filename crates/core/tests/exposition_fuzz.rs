@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use vllm_keda_core::exposition::{self, Exposition, ParseError};
+use vllm_keda_core::exposition::{self, Exposition, Limits, ParseError, ParseErrorKind};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/fixtures");
 
@@ -59,6 +59,7 @@ fn check_outcome(body: &[u8], result: &Result<Exposition<'_>, ParseError>) {
             );
             let message = e.to_string();
             assert!(message.len() < 600, "error too long: {message}");
+            assert!(e.column >= 1, "{e}");
         }
     }
 }
@@ -286,6 +287,78 @@ proptest! {
                 "{} != {}", got.value, value
             );
             prop_assert_eq!(got.timestamp_ms, *ts);
+        }
+    }
+}
+
+proptest! {
+    // Whole fixtures (about 50 KB) per case: fewer cases keep the debug run to a few seconds.
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn errors_never_quote_a_secret_planted_in_the_body(
+        which in any::<usize>(),
+        secret in "zq[A-Za-z0-9]{22}",
+        at in any::<usize>(),
+        mutations in prop::collection::vec(mutation(), 0..4),
+    ) {
+        let bodies = fixtures();
+        let mut body = bodies[which % bodies.len()].clone();
+        let at = at % (body.len() + 1);
+        body.splice(at..at, secret.bytes());
+        for m in &mutations {
+            apply(&mut body, m);
+        }
+        if let Err(e) = exposition::parse_bytes(&body) {
+            let message = e.to_string();
+            prop_assert!(!message.contains(&secret[..8]), "{}", message);
+        }
+    }
+
+    #[test]
+    fn limits_hold_on_every_body_they_let_through(
+        which in any::<usize>(),
+        mutations in prop::collection::vec(mutation(), 0..4),
+        max_samples in 0usize..500,
+        max_labels in 0usize..16,
+        max_name in 0usize..32,
+        max_value in 0usize..64,
+    ) {
+        let limits = Limits {
+            max_samples,
+            max_labels_per_sample: max_labels,
+            max_label_name_bytes: max_name,
+            max_label_value_bytes: max_value,
+        };
+        let bodies = fixtures();
+        let mut body = bodies[which % bodies.len()].clone();
+        for m in &mutations {
+            apply(&mut body, m);
+        }
+        let text = String::from_utf8_lossy(&body);
+        match exposition::parse_with_limits(&text, &limits) {
+            Ok(exp) => {
+                prop_assert!(exp.samples.len() <= max_samples);
+                for sample in &exp.samples {
+                    prop_assert!(sample.labels.len() <= max_labels);
+                    for label in &sample.labels {
+                        prop_assert!(label.name.len() <= max_name);
+                        prop_assert!(label.value.len() <= max_value);
+                    }
+                }
+                // What passes the limits parses the same without them.
+                prop_assert_eq!(exposition::parse(&text).ok(), Some(exp));
+            }
+            Err(e) if matches!(e.kind, ParseErrorKind::LimitExceeded { .. }) => {
+                // The same body without limits either parses past that spot or fails later.
+                if let Err(unlimited) = exposition::parse(&text) {
+                    prop_assert!(unlimited.line >= e.line, "{} before {}", unlimited, e);
+                }
+            }
+            Err(e) => {
+                // A syntax error: the unlimited parse meets the same one.
+                prop_assert_eq!(exposition::parse(&text).err(), Some(e));
+            }
         }
     }
 }

@@ -77,7 +77,7 @@ impl V0Pod {
     fn snapshot(&self) -> PodSnapshot {
         let body = self.body();
         let parsed = exposition::parse(&body).expect("a valid body");
-        PodSnapshot::from_exposition(&parsed, Some("m"))
+        PodSnapshot::from_exposition(&parsed, Some("m")).expect("a valid snapshot")
     }
 }
 
@@ -86,6 +86,7 @@ fn window() -> FleetWindow {
         latency_window: Duration::from_secs(60),
         preemption_window: Duration::from_secs(60),
         model: Some("m".into()),
+        stale_after: Duration::from_secs(60),
     })
 }
 

@@ -111,6 +111,20 @@ impl ScalerService {
     }
 
     fn lookup(&self, r: &ScaledObjectRef) -> Result<Arc<ScaledObject>, Status> {
+        // Kubernetes' own limits: a DNS subdomain name and a DNS label namespace.
+        if r.name.len() > 253 || r.namespace.len() > 63 {
+            self.loops.metrics().count_limit("scaledobject_name");
+            return Err(Status::invalid_argument(
+                "the ScaledObject's name (at most 253 bytes) or namespace (at most 63) is too long",
+            ));
+        }
+        if self.loops.at_capacity(&r.namespace, &r.name) {
+            return Err(Status::resource_exhausted(format!(
+                "this scaler already serves {} ScaledObjects, its limit; raise \
+                 --max-scaledobjects or run another scaler",
+                self.loops.options().max_scaledobjects
+            )));
+        }
         self.loops
             .get_or_start(&r.namespace, &r.name, &r.scaler_metadata)
             .map_err(|e| match e {

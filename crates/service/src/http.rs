@@ -1,11 +1,22 @@
 //! The admin HTTP server: `/livez`, `/readyz`, `/metrics`, `/debug/scaledobjects` and
 //! `/debug/scaledobjects/{namespace}/{name}`.
 //!
-//! Owns: routes and their JSON shapes. Does not own: the state it shows (see
+//! Owns: routes and their JSON shapes, who may read `/debug` ([`DebugAccess`]), and the
+//! connection handling of the admin port ([`serve_admin`]: a deadline for each request head,
+//! an idle timeout, graceful shutdown). Does not own: the state it shows (see
 //! [`crate::control`]) or the metric definitions (see [`crate::telemetry`]).
+//!
+//! `/debug` shows every namespace's ScaledObjects, targets and errors, so by default only
+//! loopback peers (`kubectl port-forward`, `kubectl exec`) may read it; `/livez`, `/readyz` and
+//! `/metrics` answer everyone.
 
+use std::future::Future as _;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -32,15 +43,253 @@ pub struct AdminState {
     pub ready: Arc<AtomicBool>,
 }
 
-/// The admin router.
+/// Who may read `/debug/*` (`--debug-endpoints`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DebugAccess {
+    /// Nobody: `/debug/*` answers 404.
+    Off,
+    /// Peers on loopback only (the default); others get 403.
+    #[default]
+    Loopback,
+    /// Every peer that reaches the admin port.
+    On,
+}
+
+impl std::str::FromStr for DebugAccess {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "off" => Ok(Self::Off),
+            "loopback" => Ok(Self::Loopback),
+            "on" => Ok(Self::On),
+            other => Err(format!(
+                "{other:?} is not a debug access mode; expected off, loopback or on"
+            )),
+        }
+    }
+}
+
+/// Connection limits of the admin port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdminOptions {
+    /// Who may read `/debug/*`.
+    pub debug: DebugAccess,
+    /// A connection must send each request head within this time (`--http-header-timeout-seconds`).
+    pub header_read_timeout: Duration,
+    /// A connection with no bytes moving either way for this long is closed
+    /// (`--http-idle-timeout-seconds`).
+    pub idle_timeout: Duration,
+}
+
+impl Default for AdminOptions {
+    fn default() -> Self {
+        Self {
+            debug: DebugAccess::Loopback,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// The admin router with every route (`/debug` included).
 pub fn router(state: AdminState) -> Router {
+    public_routes()
+        .route("/debug/scaledobjects", get(list))
+        .route("/debug/scaledobjects/{namespace}/{name}", get(detail))
+        .with_state(state)
+}
+
+/// The admin router for a peer that may not read `/debug`: it answers `status` there with why.
+fn router_without_debug(state: AdminState, status: StatusCode) -> Router {
+    let refuse = move || async move {
+        let message = if status == StatusCode::FORBIDDEN {
+            "/debug answers loopback peers only (kubectl port-forward or exec); start the scaler \
+             with --debug-endpoints on to open it to every peer that reaches this port"
+        } else {
+            "/debug is off; start the scaler with --debug-endpoints loopback or on"
+        };
+        (status, Json(serde_json::json!({ "error": message })))
+    };
+    public_routes()
+        .route("/debug", get(refuse))
+        .route("/debug/{*rest}", get(refuse))
+        .with_state(state)
+}
+
+fn public_routes() -> Router<AdminState> {
     Router::new()
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/debug/scaledobjects", get(list))
-        .route("/debug/scaledobjects/{namespace}/{name}", get(detail))
-        .with_state(state)
+}
+
+/// Serves the admin routes on `listener` until `shutdown` is cancelled, then lets open requests
+/// finish. Each connection gets [`AdminOptions::header_read_timeout`] for every request head
+/// and is closed after [`AdminOptions::idle_timeout`] without traffic, so connections that
+/// open and go quiet do not pile up.
+pub async fn serve_admin(
+    listener: tokio::net::TcpListener,
+    state: AdminState,
+    options: AdminOptions,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    let full = router(state.clone());
+    let limited = match options.debug {
+        DebugAccess::On => full.clone(),
+        DebugAccess::Loopback => router_without_debug(state, StatusCode::FORBIDDEN),
+        DebugAccess::Off => router_without_debug(state, StatusCode::NOT_FOUND),
+    };
+    let tracker = tokio_util::task::TaskTracker::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait and try again.
+                    tracing::warn!(error = %error, "accepting an admin connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let app = if options.debug == DebugAccess::Loopback && is_loopback(peer) {
+            full.clone()
+        } else {
+            limited.clone()
+        };
+        let shutdown = shutdown.clone();
+        tracker.spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(IdleTimeout::new(stream, options.idle_timeout));
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(options.header_read_timeout);
+            let connection = builder.serve_connection(io, service);
+            let mut connection = std::pin::pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                _ = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = result {
+                tracing::debug!(peer = %peer, error = %error, "admin connection ended");
+            }
+        });
+    }
+    tracker.close();
+    tracker.wait().await;
+    Ok(())
+}
+
+fn is_loopback(peer: SocketAddr) -> bool {
+    peer.ip().to_canonical().is_loopback()
+}
+
+/// A stream that fails with `TimedOut` once neither a read nor a write made progress for
+/// `idle`, so an idle or stalled connection ends instead of holding its descriptor forever.
+#[derive(Debug)]
+pub struct IdleTimeout<S> {
+    inner: S,
+    idle: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<S> IdleTimeout<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S, idle: Duration) -> Self {
+        Self {
+            inner,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+        }
+    }
+
+    /// The wrapped stream.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    fn progressed(&mut self) {
+        let next = tokio::time::Instant::now() + self.idle;
+        self.deadline.as_mut().reset(next);
+    }
+
+    fn check(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Error> {
+        match self.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connection idle for too long",
+            )),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for IdleTimeout<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                this.progressed();
+                Poll::Ready(result)
+            }
+            Poll::Pending => this.check(cx).map(Err),
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for IdleTimeout<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_write(cx, buf) {
+            Poll::Ready(result) => {
+                this.progressed();
+                Poll::Ready(result)
+            }
+            Poll::Pending => this.check(cx).map(Err),
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+            Poll::Ready(result) => {
+                this.progressed();
+                Poll::Ready(result)
+            }
+            Poll::Pending => this.check(cx).map(Err),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
 }
 
 async fn livez() -> &'static str {
@@ -240,5 +489,59 @@ fn trigger_detail(so: &ScaledObject) -> Detail {
         last_healthy_unix_seconds: status.last_healthy_unix_seconds,
         idle_seconds: so.idle_for().as_secs_f64(),
         other_triggers: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::{ControlOptions, LoopRegistry};
+    use crate::telemetry::Metrics;
+
+    fn state() -> AdminState {
+        AdminState {
+            loops: LoopRegistry::new(
+                Arc::new(Metrics::new()),
+                ControlOptions::default(),
+                tokio_util::sync::CancellationToken::new(),
+            ),
+            ready: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    async fn get(app: Router, path: &str) -> (u16, String) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let response = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn peers_off_loopback_get_403_naming_the_flag_and_still_reach_metrics() {
+        let app = router_without_debug(state(), StatusCode::FORBIDDEN);
+        let (status, body) = get(app.clone(), "/debug/scaledobjects/ns/name").await;
+        assert_eq!(status, 403);
+        assert!(body.contains("--debug-endpoints on"), "{body}");
+        let (status, _) = get(app, "/metrics").await;
+        assert_eq!(status, 200);
+        let (status, _) = get(router(state()), "/debug/scaledobjects").await;
+        assert_eq!(status, 200);
+    }
+
+    #[test]
+    fn loopback_peers_include_mapped_addresses_and_access_modes_parse() {
+        assert!(is_loopback("127.0.0.1:1".parse().unwrap()));
+        assert!(is_loopback("[::ffff:127.0.0.1]:1".parse().unwrap()));
+        assert!(is_loopback("[::1]:1".parse().unwrap()));
+        assert!(!is_loopback("10.0.0.1:1".parse().unwrap()));
+        assert_eq!("off".parse::<DebugAccess>(), Ok(DebugAccess::Off));
+        assert!(
+            "maybe"
+                .parse::<DebugAccess>()
+                .unwrap_err()
+                .contains("off, loopback or on")
+        );
     }
 }

@@ -20,9 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::control::{ControlOptions, LoopRegistry};
 use crate::grpc::ScalerService;
-use crate::http::AdminState;
+use crate::http::{AdminOptions, AdminState, IdleTimeout};
 use crate::proto::external_scaler_server::ExternalScalerServer;
 use crate::scale_target::{KubeApi, KubeClient};
+use crate::scrape::OwnListener;
 use crate::telemetry::Metrics;
 use crate::tls::{self, ReloadingConfig, TlsFiles};
 
@@ -40,7 +41,28 @@ pub struct ServeOptions {
     /// How to reach the Kubernetes API for the scale targets' replicas ([`KubeApi::Off`] by
     /// default).
     pub kube_api: KubeApi,
+    /// The admin port's `/debug` access and connection timeouts.
+    pub admin: AdminOptions,
+    /// Concurrent HTTP/2 streams per gRPC connection (`--grpc-max-streams-per-connection`):
+    /// bounds the `StreamIsActive` streams one client can hold open.
+    pub grpc_max_streams_per_connection: u32,
+    /// A plaintext gRPC connection must send its first bytes within this time, and a TLS one
+    /// finish its handshake within the TLS module's handshake timeout.
+    pub grpc_preface_timeout: Duration,
 }
+
+/// The default of [`ServeOptions::grpc_max_streams_per_connection`]: KEDA holds one
+/// `StreamIsActive` stream per ScaledObject on its connection, so this allows a few thousand.
+pub const DEFAULT_GRPC_MAX_STREAMS_PER_CONNECTION: u32 = 4096;
+
+/// HTTP/2 keepalive pings on the gRPC port: a peer that stops answering for
+/// [`GRPC_KEEPALIVE_TIMEOUT`] after a ping is disconnected.
+const GRPC_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+const GRPC_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A gRPC connection with no bytes either way for this long is closed (the keepalive pings
+/// keep live clients well inside it).
+const GRPC_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl Default for ServeOptions {
     fn default() -> Self {
@@ -51,7 +73,20 @@ impl Default for ServeOptions {
             tls: None,
             // The library's default never reaches for a cluster; `serve` defaults to `auto`.
             kube_api: KubeApi::Off,
+            admin: AdminOptions::default(),
+            grpc_max_streams_per_connection: DEFAULT_GRPC_MAX_STREAMS_PER_CONNECTION,
+            grpc_preface_timeout: Duration::from_secs(10),
         }
+    }
+}
+
+impl ServeOptions {
+    /// The defaults with loopback scrape targets allowed (`--allow-targets 127.0.0.0/8,::1`):
+    /// tests and local runs whose pods listen on `127.0.0.x`.
+    pub fn loopback() -> Self {
+        let mut options = Self::default();
+        options.control.scrape = crate::scrape::ScrapeSettings::loopback();
+        options
     }
 }
 
@@ -124,6 +159,19 @@ pub async fn start(
         control.kube = KubeClient::connect(&options.kube_api).await?;
     }
     let shutdown = CancellationToken::new();
+    // The scaler never scrapes its own ports, whatever a ScaledObject says.
+    let mut policy = (*control.scrape.policy).clone();
+    policy.own.extend([
+        OwnListener {
+            addr: grpc_addr,
+            what: "gRPC",
+        },
+        OwnListener {
+            addr: http_addr,
+            what: "admin HTTP",
+        },
+    ]);
+    control.scrape.policy = Arc::new(policy);
     let loops = LoopRegistry::new(metrics, control, shutdown.child_token());
     let ready = Arc::new(AtomicBool::new(false));
 
@@ -133,6 +181,9 @@ pub async fn start(
         .await;
     let scaler = ScalerService::new(loops.clone(), options.stream_heartbeat, shutdown.clone());
     let router = tonic::transport::Server::builder()
+        .max_concurrent_streams(Some(options.grpc_max_streams_per_connection))
+        .http2_keepalive_interval(Some(GRPC_KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(GRPC_KEEPALIVE_TIMEOUT))
         .add_service(health_service)
         .add_service(scaler.into_server());
     let stopped = shutdown.clone().cancelled_owned();
@@ -143,19 +194,18 @@ pub async fn start(
                 stopped,
             )),
             None => Box::pin(router.serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
+                plain_incoming(grpc, options.grpc_preface_timeout, shutdown.clone()),
                 stopped,
             )),
         };
-    let admin = crate::http::router(AdminState {
+    let admin_state = AdminState {
         loops: loops.clone(),
         ready: ready.clone(),
-    });
-    let http_server =
-        axum::serve(http, admin).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    };
+    let http_server = crate::http::serve_admin(http, admin_state, options.admin, shutdown.clone());
 
     let mut grpc_task = tokio::spawn(grpc_server);
-    let mut http_task = tokio::spawn(async move { http_server.await });
+    let mut http_task = tokio::spawn(http_server);
     ready.store(true, Ordering::Relaxed);
     tracing::info!(
         grpc = %grpc_addr,
@@ -224,6 +274,108 @@ pub async fn start(
         shutdown,
         task,
     })
+}
+
+/// A plaintext gRPC stream: the TCP stream, closed after [`GRPC_IDLE_TIMEOUT`] without traffic.
+#[derive(Debug)]
+pub struct GrpcStream(IdleTimeout<tokio::net::TcpStream>);
+
+impl tonic::transport::server::Connected for GrpcStream {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.0.get_ref().connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for GrpcStream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for GrpcStream {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+}
+
+/// Accepts plaintext gRPC connections; each must send its first bytes within
+/// `preface_timeout` (else it is closed: a client that connects and says nothing holds no
+/// descriptor for long), and is closed after [`GRPC_IDLE_TIMEOUT`] without traffic.
+fn plain_incoming(
+    listener: TcpListener,
+    preface_timeout: Duration,
+    shutdown: CancellationToken,
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<GrpcStream>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tx.closed() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(error = %error, "accepting a gRPC connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut first = [0u8; 1];
+                match tokio::time::timeout(preface_timeout, tcp.peek(&mut first)).await {
+                    Ok(Ok(n)) if n > 0 => {
+                        let stream = GrpcStream(IdleTimeout::new(tcp, GRPC_IDLE_TIMEOUT));
+                        let _ = tx.send(Ok(stream)).await;
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        tracing::debug!(peer = %peer, "gRPC connection sent nothing: closed");
+                    }
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
 }
 
 /// A server task's early end as an error (none when it ended because shutdown began).

@@ -101,6 +101,13 @@ pub struct HealthLabels {
     pub health: String,
 }
 
+/// Which limit was exceeded (`body_bytes`, `samples`, `scaledobjects`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// The limit's label: [`crate::scrape::ScrapeLimit::label`] or another limit's.
+    pub limit: String,
+}
+
 /// The RPC method label.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct MethodLabels {
@@ -253,6 +260,8 @@ pub struct Metrics {
     pub tls_handshakes: Family<TlsResultLabels, Counter>,
     /// Reloads of changed TLS files by result.
     pub tls_reloads: Family<TlsResultLabels, Counter>,
+    /// Limits exceeded, by limit.
+    pub limit_exceeded: Family<LimitLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -267,6 +276,15 @@ impl Metrics {
         family
             .get_or_create(&TlsResultLabels {
                 result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one time a limit was exceeded.
+    pub fn count_limit(&self, limit: &str) {
+        self.limit_exceeded
+            .get_or_create(&LimitLabels {
+                limit: limit.to_owned(),
             })
             .inc();
     }
@@ -286,6 +304,7 @@ impl Metrics {
             scaledobjects: Gauge::default(),
             tls_handshakes: Family::default(),
             tls_reloads: Family::default(),
+            limit_exceeded: Family::default(),
         };
         let r = &mut registry;
         for (gauge, family) in SCALEDOBJECT_GAUGES.iter().zip(&m.gauges) {
@@ -327,6 +346,12 @@ impl Metrics {
             "tls_reloads",
             "Reloads of changed TLS certificate files by result (ok, failed)",
             m.tls_reloads.clone(),
+        );
+        r.register(
+            "limit_exceeded",
+            "Scrapes, requests and bodies refused for exceeding a limit, by limit (each limit's \
+             flag raises it)",
+            m.limit_exceeded.clone(),
         );
         Self { registry, ..m }
     }
@@ -545,6 +570,7 @@ mod tests {
             .observe(0.001);
         Metrics::count_tls(&m.tls_handshakes, "ok");
         Metrics::count_tls(&m.tls_reloads, "ok");
+        m.count_limit("samples");
         let text = m.encode();
         let mut help: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP ")).collect();
         help.sort_unstable();
@@ -571,6 +597,7 @@ mod tests {
             "# HELP vllm_keda_scaler_scaledobjects ScaledObjects with a running loop.",
             "# HELP vllm_keda_scaler_tls_handshakes TLS handshakes on the gRPC port by result (ok, failed, timed_out).",
             "# HELP vllm_keda_scaler_tls_reloads Reloads of changed TLS certificate files by result (ok, failed).",
+            "# HELP vllm_keda_scaler_limit_exceeded Scrapes, requests and bodies refused for exceeding a limit, by limit (each limit's flag raises it).",
         ];
         expected.sort_unstable();
         assert_eq!(help, expected);

@@ -891,6 +891,7 @@ async fn ours_at_offset(prometheus: &Prometheus, time_ms: i64) -> FleetSignals {
         latency_window: span,
         preemption_window: span,
         model: None,
+        stale_after: span,
     });
     let origin = time_ms - 30_000;
     for (pod, scrapes) in &by_pod {
@@ -924,7 +925,7 @@ async fn ours_at_offset(prometheus: &Prometheus, time_ms: i64) -> FleetSignals {
                     .collect(),
                 families: Vec::new(),
             };
-            let snapshot = PodSnapshot::from_exposition(&exposition, None);
+            let snapshot = PodSnapshot::from_exposition(&exposition, None).expect("a valid snapshot");
             window.record(
                 Duration::from_millis((ms - origin) as u64),
                 pod,

@@ -33,7 +33,7 @@ async fn results_come_back_in_input_order() {
             servers.push(serve(Behavior::Delayed(delay, body)).await);
         }
         let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
-        let out = Scraper::new(ScrapeSettings::default())
+        let out = Scraper::new(ScrapeSettings::loopback())
             .scrape_all(&urls)
             .await;
         assert_eq!(out.len(), urls.len());
@@ -56,7 +56,7 @@ async fn connections_are_pooled_across_scrapes() {
     within(10, async {
         let body = fixture("vllm-v1-idle.prom");
         let server = serve(Behavior::KeepAlive(body.clone())).await;
-        let scraper = Scraper::new(ScrapeSettings::default());
+        let scraper = Scraper::new(ScrapeSettings::loopback());
         for _ in 0..3 {
             let got = scraper.scrape(&server.url()).await.unwrap();
             assert_eq!(got.as_bytes(), &body[..]);
@@ -77,7 +77,7 @@ async fn connections_are_pooled_across_scrapes() {
 #[tokio::test]
 async fn fixture_bodies_arrive_intact_plain_and_gzipped() {
     within(20, async {
-        let scraper = Scraper::new(ScrapeSettings::default());
+        let scraper = Scraper::new(ScrapeSettings::loopback());
         for name in [
             "vllm-v0.prom",
             "vllm-v1-idle.prom",
@@ -112,7 +112,8 @@ async fn a_thousand_targets_in_one_call() {
         let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
         let scraper = Scraper::new(ScrapeSettings {
             timeout: Duration::from_secs(30),
-            ..ScrapeSettings::default()
+            max_targets: 1000,
+            ..ScrapeSettings::loopback()
         });
         let start = tokio::time::Instant::now();
         let out = scraper.scrape_all(&urls).await;

@@ -34,6 +34,7 @@ async fn run() {
     let scraper = Scraper::new(ScrapeSettings {
         timeout: Duration::from_secs(60),
         max_body_bytes: cap,
+        ..ScrapeSettings::loopback()
     });
     let healthy = serve(Behavior::Body(healthy_body("a"))).await;
     // Warm up the runtime, the client and the allocator before the baseline.
@@ -101,6 +102,7 @@ async fn run() {
     let roomy = Scraper::new(ScrapeSettings {
         timeout: Duration::from_secs(60),
         max_body_bytes: 64 * MIB,
+        ..ScrapeSettings::loopback()
     });
     let body = roomy.scrape(&control.url()).await.expect("control body");
     assert_eq!(body.len(), big);

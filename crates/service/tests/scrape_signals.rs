@@ -80,6 +80,7 @@ async fn run() {
     let scraper = Scraper::new(ScrapeSettings {
         timeout: Duration::from_millis(1500),
         max_body_bytes: 4 << 20,
+        ..ScrapeSettings::loopback()
     });
     let mut window = FleetWindow::new(SignalSettings::default());
     let mut reference = FleetWindow::new(SignalSettings::default());

@@ -61,7 +61,7 @@ async fn start_server() -> Server {
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let options = ServeOptions {
         stream_heartbeat: Duration::from_millis(200),
-        ..ServeOptions::default()
+        ..ServeOptions::loopback()
     };
     serve::start(grpc, http, options).await.unwrap()
 }
@@ -463,7 +463,7 @@ async fn a_loop_stops_when_keda_stops_asking() {
         let pod = start_pod(IDLE).await;
         let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut options = ServeOptions::default();
+        let mut options = ServeOptions::loopback();
         options.control.idle_stop = Duration::from_millis(600);
         let server = serve::start(grpc, http, options).await.unwrap();
         let mut c = client(server.grpc_addr()).await;

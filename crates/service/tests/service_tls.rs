@@ -77,7 +77,7 @@ async fn start(files: TlsFiles) -> Server {
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let options = ServeOptions {
         tls: Some(files),
-        ..ServeOptions::default()
+        ..ServeOptions::loopback()
     };
     serve::start(grpc, http, options).await.unwrap()
 }
@@ -245,7 +245,7 @@ async fn unusable_tls_files_stop_the_start_with_the_file_named() {
             ),
             client_ca: None,
         }),
-        ..ServeOptions::default()
+        ..ServeOptions::loopback()
     };
     let error = format!("{:#}", serve::start(grpc, http, options).await.unwrap_err());
     assert!(error.contains("--tls-key-file"), "{error}");

@@ -106,7 +106,7 @@ async fn the_control_loop_and_the_simulator_decide_alike() {
     let server = start(
         TcpListener::bind("127.0.0.1:0").await.unwrap(),
         TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        ServeOptions::default(),
+        ServeOptions::loopback(),
     )
     .await
     .unwrap();

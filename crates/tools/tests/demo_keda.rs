@@ -34,7 +34,7 @@ fn metadata(endpoints: &str) -> HashMap<String, String> {
 async fn scaler() -> serve::Server {
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    serve::start(grpc, http, ServeOptions::default())
+    serve::start(grpc, http, ServeOptions::loopback())
         .await
         .unwrap()
 }

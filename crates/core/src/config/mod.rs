@@ -78,6 +78,52 @@ impl ConfigError {
     }
 }
 
+/// Most keys in one trigger's metadata (the table has about 30, KEDA adds 3).
+pub const MAX_METADATA_KEYS: usize = 64;
+/// Longest metadata key, in bytes (the longest known key is under 30).
+pub const MAX_METADATA_KEY_BYTES: usize = 128;
+/// Longest metadata value, in bytes: room for an `endpoints` list of a few hundred URLs.
+pub const MAX_METADATA_VALUE_BYTES: usize = 32 * 1024;
+
+/// The size limits above, checked before anything reads the metadata (so a huge key costs
+/// nothing and is not echoed back).
+fn check_sizes(metadata: &HashMap<String, String>) -> Result<(), ConfigError> {
+    if metadata.len() > MAX_METADATA_KEYS {
+        return Err(ConfigError::new(
+            "(all keys)",
+            format!(
+                "{} keys, more than the limit of {MAX_METADATA_KEYS}",
+                metadata.len()
+            ),
+        ));
+    }
+    let mut keys: Vec<&String> = metadata.keys().collect();
+    keys.sort_unstable();
+    for key in keys {
+        if key.len() > MAX_METADATA_KEY_BYTES {
+            let shown: String = key.chars().take(32).collect();
+            return Err(ConfigError::new(
+                &format!("{shown}..."),
+                format!(
+                    "the key is {} bytes long, more than the limit of {MAX_METADATA_KEY_BYTES}",
+                    key.len()
+                ),
+            ));
+        }
+        let value = &metadata[key];
+        if value.len() > MAX_METADATA_VALUE_BYTES {
+            return Err(ConfigError::new(
+                key,
+                format!(
+                    "the value is {} bytes long, more than the limit of {MAX_METADATA_VALUE_BYTES}",
+                    value.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl ScalerConfig {
     /// Validates a trigger's metadata map. The first problem found is returned: unknown keys
     /// first (alphabetically), then each key's value in [`KEYS`] order (read by the key's
@@ -85,6 +131,7 @@ impl ScalerConfig {
     /// target keys, the DCGM target keys, min against max replicas, KV warning against
     /// critical.
     pub fn from_metadata(metadata: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        check_sizes(metadata)?;
         keys::check_unknown(metadata)?;
         let mut draft = keys::Draft::default();
         for key in KEYS {

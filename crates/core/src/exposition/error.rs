@@ -1,116 +1,135 @@
-//! Parse errors: the line and what was expected versus found.
+//! Parse errors: the line, the column and the class of the problem.
+//!
+//! An error never quotes the body: the body belongs to whoever runs the target, and the error
+//! text travels further (to KEDA's events, `/debug`, the log) than the body would. The line and
+//! column point at the spot, so whoever may read the body can look there.
 
-/// What went wrong on a line.
+/// What went wrong, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {kind}")]
+#[error("line {line}, column {column}: {kind}")]
 pub struct ParseError {
     /// 1-based line number.
     pub line: usize,
-    /// What was expected there.
+    /// 1-based byte offset within the line of the spot the error is about.
+    pub column: usize,
+    /// The class of the problem.
     pub kind: ParseErrorKind,
 }
 
-/// The kinds of parse failure. Every `String` in here is clipped to a readable length, so an
-/// error about a huge garbage line stays small.
+/// What was there instead of what the grammar required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// The line ended.
+    EndOfLine,
+    /// A character that is not allowed there (at the error's column).
+    Character,
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::EndOfLine => "end of line",
+            Self::Character => "a character not allowed there",
+        })
+    }
+}
+
+/// A limit of [`super::Limits`] that a body exceeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Limit {
+    /// [`super::Limits::max_samples`].
+    Samples,
+    /// [`super::Limits::max_labels_per_sample`].
+    LabelsPerSample,
+    /// [`super::Limits::max_label_name_bytes`].
+    LabelNameLength,
+    /// [`super::Limits::max_label_value_bytes`].
+    LabelValueLength,
+}
+
+impl Limit {
+    /// Every limit.
+    pub const ALL: [Self; 4] = [
+        Self::Samples,
+        Self::LabelsPerSample,
+        Self::LabelNameLength,
+        Self::LabelValueLength,
+    ];
+
+    /// What is limited, in words (`samples per target`, ...).
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Self::Samples => "samples per target",
+            Self::LabelsPerSample => "labels per sample",
+            Self::LabelNameLength => "bytes per label name",
+            Self::LabelValueLength => "bytes per label value",
+        }
+    }
+
+    /// The `limit` label value (`samples`, `labels_per_sample`, ...).
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Samples => "samples",
+            Self::LabelsPerSample => "labels_per_sample",
+            Self::LabelNameLength => "label_name_length",
+            Self::LabelValueLength => "label_value_length",
+        }
+    }
+}
+
+/// The classes of parse failure. None carries text from the body.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseErrorKind {
-    /// A free-form description of what was expected and what was found.
-    #[error("{0}")]
-    Invalid(String),
-    /// The grammar required `expected` here but the line had `found` (a quoted character such
-    /// as `'"'`, or `end of line`).
+    /// The grammar required `expected` here but the line had something else.
     #[error("expected {expected}, found {found}")]
     Unexpected {
-        /// What the grammar required, e.g. `'=' after label name "model_name"`.
-        expected: String,
+        /// What the grammar required, e.g. `'=' after a label name`.
+        expected: &'static str,
         /// What was there instead.
-        found: String,
+        found: Found,
     },
     /// A sample value that is not a number.
     #[error(
-        "invalid value {value:?} for metric {metric:?}: expected a number such as 1, 0.25, \
-         1.5e+06, NaN, +Inf or -Inf"
+        "the sample value is not a number: expected one such as 1, 0.25, 1.5e+06, NaN, +Inf or -Inf"
     )]
-    InvalidValue {
-        /// The sample name.
-        metric: String,
-        /// The offending token.
-        value: String,
-    },
+    InvalidValue,
     /// A timestamp that is neither integer milliseconds nor finite seconds.
-    #[error(
-        "invalid timestamp {value:?} for metric {metric:?}: expected integer milliseconds \
-         since the unix epoch"
-    )]
-    InvalidTimestamp {
-        /// The sample name.
-        metric: String,
-        /// The offending token.
-        value: String,
-    },
+    #[error("the timestamp is not a number: expected integer milliseconds since the unix epoch")]
+    InvalidTimestamp,
     /// A backslash in a label value followed by something other than `\`, `"` or `n`.
-    #[error(
-        "invalid escape sequence {escape:?} in the value of label {label:?}: only \\\\, \\\" \
-         and \\n are allowed"
-    )]
-    InvalidEscape {
-        /// The label name.
-        label: String,
-        /// The backslash and the character after it (or just the backslash at end of line).
-        escape: String,
-    },
+    #[error("invalid escape sequence in a label value: only \\\\, \\\" and \\n are allowed")]
+    InvalidEscape,
     /// The same label name twice in one label set.
-    #[error("duplicate label {label:?} on metric {metric:?}")]
-    DuplicateLabel {
-        /// The sample name.
-        metric: String,
-        /// The repeated label name.
-        label: String,
-    },
+    #[error("a label name appears twice in one label set")]
+    DuplicateLabel,
     /// A `# TYPE` line naming an unknown type.
     #[error(
-        "unknown metric type {found:?} for {metric:?}: expected counter, gauge, histogram, \
-         summary, untyped, unknown, info, stateset or gaugehistogram"
+        "unknown metric type in # TYPE: expected counter, gauge, histogram, summary, untyped, \
+         unknown, info, stateset or gaugehistogram"
     )]
-    UnknownType {
-        /// The family name.
-        metric: String,
-        /// The type token as written.
-        found: String,
-    },
+    UnknownType,
     /// The body is not UTF-8 (from [`super::parse_bytes`]).
-    #[error("invalid UTF-8 at byte {column} of the line: the body must be UTF-8 text")]
-    InvalidUtf8 {
-        /// 1-based byte offset of the first invalid byte within its line.
-        column: usize,
+    #[error("invalid UTF-8: the body must be UTF-8 text")]
+    InvalidUtf8,
+    /// The body exceeds one of the caller's [`super::Limits`].
+    #[error("more than {max} {}", limit.describe())]
+    LimitExceeded {
+        /// Which limit.
+        limit: Limit,
+        /// Its value.
+        max: usize,
     },
-}
-
-/// Longest excerpt of input quoted in an error.
-const CLIP_CHARS: usize = 64;
-
-/// `s` owned, cut to [`CLIP_CHARS`] characters with a trailing `...` when longer.
-pub(super) fn clip(s: &str) -> String {
-    match s.char_indices().nth(CLIP_CHARS) {
-        None => s.to_owned(),
-        Some((cut, _)) => format!("{}...", &s[..cut]),
-    }
-}
-
-/// Describes what is at byte `pos` of `line`: `end of line` or a quoted character.
-pub(super) fn found_at(line: &str, pos: usize) -> String {
-    match line.get(pos..).and_then(|rest| rest.chars().next()) {
-        None if pos >= line.len() => "end of line".to_owned(),
-        None => "a byte inside a multi-byte character".to_owned(),
-        Some(c) => format!("{c:?}"),
-    }
 }
 
 /// An [`ParseErrorKind::Unexpected`] for byte `pos` of `line`.
-pub(super) fn unexpected(expected: impl Into<String>, line: &str, pos: usize) -> ParseErrorKind {
+pub(super) fn unexpected(expected: &'static str, line: &str, pos: usize) -> ParseErrorKind {
     ParseErrorKind::Unexpected {
-        expected: expected.into(),
-        found: found_at(line, pos),
+        expected,
+        found: if pos >= line.len() {
+            Found::EndOfLine
+        } else {
+            Found::Character
+        },
     }
 }
 
@@ -119,17 +138,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn found_describes_characters_and_end_of_line() {
-        assert_eq!(found_at("a\"b", 1), "'\"'");
-        assert_eq!(found_at("a\tb", 1), "'\\t'");
-        assert_eq!(found_at("ab", 2), "end of line");
-        assert_eq!(found_at("é", 1), "a byte inside a multi-byte character");
+    fn found_is_end_of_line_or_a_character() {
+        let kind = unexpected("x", "ab", 2);
+        assert_eq!(kind.to_string(), "expected x, found end of line");
+        let kind = unexpected("x", "ab", 1);
+        assert_eq!(
+            kind.to_string(),
+            "expected x, found a character not allowed there"
+        );
     }
 
     #[test]
-    fn clip_keeps_short_and_cuts_long() {
-        assert_eq!(clip("abc"), "abc");
-        let long = "é".repeat(100);
-        assert_eq!(clip(&long), format!("{}...", "é".repeat(64)));
+    fn limits_have_distinct_labels() {
+        let labels: std::collections::HashSet<&str> =
+            Limit::ALL.iter().map(|l| l.label()).collect();
+        assert_eq!(labels.len(), Limit::ALL.len());
     }
 }

@@ -23,8 +23,16 @@
 //! # Errors
 //!
 //! The first malformed line fails the whole body with a [`ParseError`] carrying the 1-based
-//! line number and what was expected versus found, for example
-//! `line 7: expected '=' after label name "model_name", found '"'`. No input panics.
+//! line and column and the class of the problem, for example
+//! `line 7, column 19: expected '=' after a label name, found a character not allowed there`.
+//! Errors never quote the body (it belongs to whoever runs the target, and errors travel
+//! further than bodies). No input panics.
+//!
+//! # Limits
+//!
+//! [`parse_with_limits`] stops at the first sample, label set or label past the caller's
+//! [`Limits`] with [`ParseErrorKind::LimitExceeded`], so a hostile body costs at most the limits
+//! in memory, whatever its size.
 
 use std::borrow::Cow;
 
@@ -33,7 +41,38 @@ mod number;
 mod parser;
 mod scan;
 
-pub use error::{ParseError, ParseErrorKind};
+pub use error::{Found, Limit, ParseError, ParseErrorKind};
+
+/// Caps on what one body may hold, in the style of Prometheus's scrape config
+/// (`sample_limit`, `label_limit`, `label_name_length_limit`, `label_value_length_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Samples in the body.
+    pub max_samples: usize,
+    /// Labels on one sample.
+    pub max_labels_per_sample: usize,
+    /// Bytes of one label name.
+    pub max_label_name_bytes: usize,
+    /// Bytes of one label value (after unescaping).
+    pub max_label_value_bytes: usize,
+}
+
+impl Limits {
+    /// No limits.
+    pub const NONE: Self = Self {
+        max_samples: usize::MAX,
+        max_labels_per_sample: usize::MAX,
+        max_label_name_bytes: usize::MAX,
+        max_label_value_bytes: usize::MAX,
+    };
+}
+
+impl Default for Limits {
+    /// [`Limits::NONE`].
+    fn default() -> Self {
+        Self::NONE
+    }
+}
 
 /// The declared type of a metric family (`# TYPE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,7 +218,12 @@ impl<'a> Exposition<'a> {
 
 /// Parses a text-format body.
 pub fn parse(body: &str) -> Result<Exposition<'_>, ParseError> {
-    parser::parse(body)
+    parser::parse(body, Limits::NONE)
+}
+
+/// Parses a text-format body, failing at the first sample, label set or label past `limits`.
+pub fn parse_with_limits<'a>(body: &'a str, limits: &Limits) -> Result<Exposition<'a>, ParseError> {
+    parser::parse(body, *limits)
 }
 
 /// Parses a body given as bytes; a body that is not UTF-8 fails with
@@ -192,9 +236,8 @@ pub fn parse_bytes(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
             let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
             Err(ParseError {
                 line: 1 + valid.iter().filter(|&&b| b == b'\n').count(),
-                kind: ParseErrorKind::InvalidUtf8 {
-                    column: 1 + e.valid_up_to() - line_start,
-                },
+                column: 1 + e.valid_up_to() - line_start,
+                kind: ParseErrorKind::InvalidUtf8,
             })
         }
     }

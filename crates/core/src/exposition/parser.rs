@@ -9,13 +9,16 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::error::{ParseError, ParseErrorKind, clip, unexpected};
+use super::error::{Limit, ParseError, ParseErrorKind, unexpected};
 use super::number::{parse_timestamp_ms, parse_value};
 use super::scan::{
     LABEL_CONTINUE, LABEL_START, NAME_CONTINUE, NAME_START, find_newline, find_value_stop,
     is_blank, is_eol, scan_name, scan_token, skip_blanks,
 };
-use super::{Exposition, Family, Label, MetricType, Sample};
+use super::{Exposition, Family, Label, Limits, MetricType, Sample};
+
+/// A failure and the body offset it is about.
+type Fail = (ParseErrorKind, usize);
 
 #[inline]
 fn slice(text: &str, from: usize, to: usize) -> &str {
@@ -29,6 +32,7 @@ enum Flow {
 
 struct Parser<'a> {
     body: &'a str,
+    limits: Limits,
     out: Exposition<'a>,
     /// Family name -> index in `out.families`, for repeated `# HELP` / `# TYPE`.
     family_index: HashMap<&'a str, usize>,
@@ -37,19 +41,30 @@ struct Parser<'a> {
 }
 
 /// Parses a whole body; see [`super::parse`].
-pub(super) fn parse(body: &str) -> Result<Exposition<'_>, ParseError> {
-    let body = body.strip_prefix('\u{feff}').unwrap_or(body);
+pub(super) fn parse(body: &str, limits: Limits) -> Result<Exposition<'_>, ParseError> {
+    let bom = if body.starts_with('\u{feff}') { 3 } else { 0 };
+    let body = body.get(bom..).unwrap_or_default();
     let b = body.as_bytes();
     // Typical exporters write 60-140 bytes per sample line and 300-700 bytes per family.
     let families_guess = (body.len() / 512).min(1024) + 8;
     let mut p = Parser {
         body,
         out: Exposition {
-            samples: Vec::with_capacity(body.len() / 96 + 4),
+            samples: Vec::with_capacity((body.len() / 96 + 4).min(limits.max_samples)),
             families: Vec::with_capacity(families_guess),
         },
         family_index: HashMap::with_capacity(families_guess),
         line_start: 0,
+        limits,
+    };
+    let fail = |line_number: usize, line_start: usize, (kind, pos): Fail| {
+        // The byte-order mark counts on line 1, as an editor would show it.
+        let shift = if line_number == 1 { bom } else { 0 };
+        ParseError {
+            line: line_number,
+            column: 1 + pos.saturating_sub(line_start) + shift,
+            kind,
+        }
     };
     let mut line_number = 0;
     let mut i = 0;
@@ -66,22 +81,12 @@ pub(super) fn parse(body: &str) -> Result<Exposition<'_>, ParseError> {
             match p.comment(line, first - i + 1) {
                 Ok(Flow::Continue) => end + 1,
                 Ok(Flow::Eof) => break,
-                Err(kind) => {
-                    return Err(ParseError {
-                        line: line_number,
-                        kind,
-                    });
-                }
+                Err((kind, pos)) => return Err(fail(line_number, 0, (kind, pos))),
             }
         } else {
             match p.sample(first) {
                 Ok(next) => next,
-                Err(kind) => {
-                    return Err(ParseError {
-                        line: line_number,
-                        kind,
-                    });
-                }
+                Err(failure) => return Err(fail(line_number, i, failure)),
             }
         };
         i = next;
@@ -112,20 +117,38 @@ fn token_before_eol(body: &str, from: usize, to: usize) -> &str {
 impl<'a> Parser<'a> {
     /// An [`ParseErrorKind::Unexpected`] for body offset `pos` on the current line.
     #[cold]
-    fn unexpected_at(&self, expected: String, pos: usize) -> ParseErrorKind {
+    fn unexpected_at(&self, expected: &'static str, pos: usize) -> Fail {
         let end = find_newline(self.body.as_bytes(), self.line_start);
         let line = slice(self.body, self.line_start, end);
         let line = line.strip_suffix('\r').unwrap_or(line);
-        unexpected(expected, line, pos.saturating_sub(self.line_start))
+        (
+            unexpected(expected, line, pos.saturating_sub(self.line_start)),
+            pos,
+        )
+    }
+
+    /// A [`ParseErrorKind::LimitExceeded`] at body offset `pos`.
+    #[cold]
+    fn limit_at(&self, limit: Limit, pos: usize) -> Fail {
+        let max = match limit {
+            Limit::Samples => self.limits.max_samples,
+            Limit::LabelsPerSample => self.limits.max_labels_per_sample,
+            Limit::LabelNameLength => self.limits.max_label_name_bytes,
+            Limit::LabelValueLength => self.limits.max_label_value_bytes,
+        };
+        (ParseErrorKind::LimitExceeded { limit, max }, pos)
     }
 
     /// Parses the sample line whose name starts at `start`; returns the start of the next line.
-    fn sample(&mut self, start: usize) -> Result<usize, ParseErrorKind> {
+    fn sample(&mut self, start: usize) -> Result<usize, Fail> {
+        if self.out.samples.len() >= self.limits.max_samples {
+            return Err(self.limit_at(Limit::Samples, start));
+        }
         let body = self.body;
         let b = body.as_bytes();
         let name_end = scan_name(b, start, NAME_START, NAME_CONTINUE);
         if name_end == start {
-            return Err(self.unexpected_at("metric name".into(), start));
+            return Err(self.unexpected_at("a metric name", start));
         }
         let name = slice(body, start, name_end);
         let mut i = name_end;
@@ -141,8 +164,7 @@ impl<'a> Parser<'a> {
             // Reported below as a missing value.
             _ if is_eol(b, i) => {}
             _ => {
-                let expected = format!("'{{' or a space after metric name {:?}", clip(name));
-                return Err(self.unexpected_at(expected, i));
+                return Err(self.unexpected_at("'{' or a space after the metric name", i));
             }
         }
 
@@ -150,13 +172,9 @@ impl<'a> Parser<'a> {
         let value_end = scan_token(b, i);
         let token = token_before_eol(body, i, value_end);
         if token.is_empty() {
-            let expected = format!("a value for metric {:?}", clip(name));
-            return Err(self.unexpected_at(expected, i));
+            return Err(self.unexpected_at("a sample value", i));
         }
-        let value = parse_value(token).ok_or_else(|| ParseErrorKind::InvalidValue {
-            metric: clip(name),
-            value: clip(token),
-        })?;
+        let value = parse_value(token).ok_or((ParseErrorKind::InvalidValue, i))?;
 
         let mut timestamp_ms = None;
         i = skip_blanks(b, value_end);
@@ -164,17 +182,11 @@ impl<'a> Parser<'a> {
         if !is_eol(b, i) && b[i] != b'#' {
             let end = scan_token(b, i);
             let token = token_before_eol(body, i, end);
-            timestamp_ms = Some(parse_timestamp_ms(token).ok_or_else(|| {
-                ParseErrorKind::InvalidTimestamp {
-                    metric: clip(name),
-                    value: clip(token),
-                }
-            })?);
+            timestamp_ms =
+                Some(parse_timestamp_ms(token).ok_or((ParseErrorKind::InvalidTimestamp, i))?);
             i = skip_blanks(b, end);
             if !is_eol(b, i) && b[i] != b'#' {
-                let expected =
-                    format!("end of line after the timestamp of metric {:?}", clip(name));
-                return Err(self.unexpected_at(expected, i));
+                return Err(self.unexpected_at("end of line after the timestamp", i));
             }
         }
         self.out.samples.push(Sample {
@@ -193,43 +205,49 @@ impl<'a> Parser<'a> {
     /// Parses a label set after its `{` into `labels`; returns the index after the `}`.
     fn labels(
         &self,
-        metric: &str,
+        _metric: &str,
         mut i: usize,
         labels: &mut Vec<Label<'a>>,
-    ) -> Result<usize, ParseErrorKind> {
+    ) -> Result<usize, Fail> {
         let body = self.body;
         let b = body.as_bytes();
         loop {
             i = skip_blanks(b, i);
             if b.get(i) == Some(&b'}') {
-                return close_labels(metric, labels, i + 1);
+                return close_labels(labels, i + 1);
             }
+            let name_start = i;
             let name_end = scan_name(b, i, LABEL_START, LABEL_CONTINUE);
             if name_end == i {
-                let after = if labels.is_empty() { "" } else { " after ','" };
-                let expected = format!(
-                    "label name or '}}'{after} in the labels of metric {:?}",
-                    clip(metric)
-                );
+                let expected = if labels.is_empty() {
+                    "a label name or '}'"
+                } else {
+                    "a label name or '}' after ','"
+                };
                 return Err(self.unexpected_at(expected, i));
+            }
+            if labels.len() >= self.limits.max_labels_per_sample {
+                return Err(self.limit_at(Limit::LabelsPerSample, i));
+            }
+            if name_end - i > self.limits.max_label_name_bytes {
+                return Err(self.limit_at(Limit::LabelNameLength, i));
             }
             let name = slice(body, i, name_end);
             i = skip_blanks(b, name_end);
             if b.get(i) != Some(&b'=') {
-                let expected = format!("'=' after label name {:?}", clip(name));
-                return Err(self.unexpected_at(expected, i));
+                return Err(self.unexpected_at("'=' after a label name", i));
             }
             i = skip_blanks(b, i + 1);
             if b.get(i) != Some(&b'"') {
-                let expected = format!("'\"' to open the value of label {:?}", clip(name));
-                return Err(self.unexpected_at(expected, i));
+                return Err(self.unexpected_at("'\"' to open a label value", i));
             }
-            let (value, after) = self.label_value(name, i + 1)?;
+            let value_start = i + 1;
+            let (value, after) = self.label_value(name, value_start)?;
+            if value.len() > self.limits.max_label_value_bytes {
+                return Err(self.limit_at(Limit::LabelValueLength, value_start));
+            }
             if labels.len() < SCAN_FOR_DUPLICATES_BELOW && labels.iter().any(|l| l.name == name) {
-                return Err(ParseErrorKind::DuplicateLabel {
-                    metric: clip(metric),
-                    label: clip(name),
-                });
+                return Err((ParseErrorKind::DuplicateLabel, name_start));
             }
             if labels.is_empty() {
                 // vLLM series carry 2-4 labels: one allocation in the common case.
@@ -239,10 +257,9 @@ impl<'a> Parser<'a> {
             i = skip_blanks(b, after);
             match b.get(i) {
                 Some(b',') => i += 1,
-                Some(b'}') => return close_labels(metric, labels, i + 1),
+                Some(b'}') => return close_labels(labels, i + 1),
                 _ => {
-                    let expected = format!("',' or '}}' after the value of label {:?}", clip(name));
-                    return Err(self.unexpected_at(expected, i));
+                    return Err(self.unexpected_at("',' or '}' after a label value", i));
                 }
             }
         }
@@ -250,11 +267,7 @@ impl<'a> Parser<'a> {
 
     /// Reads a label value after its opening quote; returns it and the index after the closing
     /// quote. Borrowed unless it holds escapes.
-    fn label_value(
-        &self,
-        label: &str,
-        start: usize,
-    ) -> Result<(Cow<'a, str>, usize), ParseErrorKind> {
+    fn label_value(&self, _label: &str, start: usize) -> Result<(Cow<'a, str>, usize), Fail> {
         let body = self.body;
         let b = body.as_bytes();
         let mut i = find_value_stop(b, start);
@@ -276,14 +289,7 @@ impl<'a> Parser<'a> {
                         b'\\' => '\\',
                         b'"' => '"',
                         b'n' => '\n',
-                        _ => {
-                            let escape =
-                                body.get(i..).unwrap_or_default().chars().take(2).collect();
-                            return Err(ParseErrorKind::InvalidEscape {
-                                label: clip(label),
-                                escape,
-                            });
-                        }
+                        _ => return Err((ParseErrorKind::InvalidEscape, i)),
                     });
                     i += 2;
                     run_start = i;
@@ -291,14 +297,15 @@ impl<'a> Parser<'a> {
                 }
                 // End of line (or a backslash right before it): unterminated.
                 _ => {
-                    let expected = format!("'\"' to close the value of label {:?}", clip(label));
-                    return Err(self.unexpected_at(expected, find_newline(b, i)));
+                    return Err(
+                        self.unexpected_at("'\"' to close a label value", find_newline(b, i))
+                    );
                 }
             }
         }
     }
 
-    fn comment(&mut self, line: &'a str, after_hash: usize) -> Result<Flow, ParseErrorKind> {
+    fn comment(&mut self, line: &'a str, after_hash: usize) -> Result<Flow, Fail> {
         let b = line.as_bytes();
         let keyword_start = skip_blanks(b, after_hash);
         if keyword_start == after_hash {
@@ -307,26 +314,23 @@ impl<'a> Parser<'a> {
         }
         let keyword_end = scan_token(b, keyword_start);
         let keyword = slice(line, keyword_start, keyword_end);
-        let directive = match keyword {
-            "HELP" => "# HELP",
-            "TYPE" => "# TYPE",
-            "UNIT" => "# UNIT",
+        match keyword {
+            "HELP" | "TYPE" | "UNIT" => {}
             "EOF" if skip_blanks(b, keyword_end) == b.len() => return Ok(Flow::Eof),
             _ => return Ok(Flow::Continue),
-        };
+        }
+        let fail = |expected: &'static str, pos: usize| (unexpected(expected, line, pos), pos);
         let name_start = skip_blanks(b, keyword_end);
         let name_end = scan_name(b, name_start, NAME_START, NAME_CONTINUE);
         if name_end == name_start {
-            let expected = format!("metric name after {directive:?}");
-            return Err(unexpected(expected, line, name_start));
+            return Err(fail(
+                "a metric name after # HELP, # TYPE or # UNIT",
+                name_start,
+            ));
         }
         let name = slice(line, name_start, name_end);
         if name_end < b.len() && !is_blank(b[name_end]) {
-            let expected = format!(
-                "a space after metric name {:?} in {directive:?}",
-                clip(name)
-            );
-            return Err(unexpected(expected, line, name_end));
+            return Err(fail("a space after the metric name", name_end));
         }
         let text_start = skip_blanks(b, name_end);
         match keyword {
@@ -337,19 +341,14 @@ impl<'a> Parser<'a> {
             "TYPE" => {
                 let type_end = scan_token(b, text_start);
                 if type_end == text_start {
-                    let expected = format!("a metric type after \"# TYPE {}\"", clip(name));
-                    return Err(unexpected(expected, line, text_start));
+                    return Err(fail("a metric type after the metric name", text_start));
                 }
                 let token = slice(line, text_start, type_end);
-                let metric_type =
-                    MetricType::from_token(token).ok_or_else(|| ParseErrorKind::UnknownType {
-                        metric: clip(name),
-                        found: clip(token),
-                    })?;
+                let metric_type = MetricType::from_token(token)
+                    .ok_or((ParseErrorKind::UnknownType, text_start))?;
                 let trailing = skip_blanks(b, type_end);
                 if trailing < b.len() {
-                    let expected = format!("end of line after \"# TYPE {} {token}\"", clip(name));
-                    return Err(unexpected(expected, line, trailing));
+                    return Err(fail("end of line after the metric type", trailing));
                 }
                 self.family(name).metric_type = metric_type;
             }
@@ -416,15 +415,13 @@ fn unescape_help(text: &str) -> Cow<'_, str> {
 const SCAN_FOR_DUPLICATES_BELOW: usize = 32;
 
 /// Finishes a label set: the duplicate check for large sets; returns `after`.
-fn close_labels(metric: &str, labels: &[Label<'_>], after: usize) -> Result<usize, ParseErrorKind> {
+fn close_labels(labels: &[Label<'_>], after: usize) -> Result<usize, Fail> {
     if labels.len() > SCAN_FOR_DUPLICATES_BELOW {
         let mut names: Vec<&str> = labels.iter().map(|l| l.name).collect();
         names.sort_unstable();
-        if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
-            return Err(ParseErrorKind::DuplicateLabel {
-                metric: clip(metric),
-                label: clip(pair[0]),
-            });
+        if names.windows(2).any(|pair| pair[0] == pair[1]) {
+            // The set is known to hold a repeat; its closing brace is the spot to look from.
+            return Err((ParseErrorKind::DuplicateLabel, after.saturating_sub(1)));
         }
     }
     Ok(after)

@@ -193,7 +193,7 @@ struct Setup {
 async fn start_server(setup: &Setup) -> Server {
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let mut options = ServeOptions::default();
+    let mut options = ServeOptions::loopback();
     options.control.loop_runtime = setup.loops.clone();
     options.tls = setup.pki.as_ref().map(Pki::files);
     serve::start(grpc, http, options).await.unwrap()

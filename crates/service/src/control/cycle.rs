@@ -19,6 +19,7 @@ use crate::telemetry::{
     TARGET_HEALTH,
 };
 use vllm_keda_core::Scaler;
+use vllm_keda_core::exposition::Limits;
 use vllm_keda_core::policy::{CurrentReplicas, Decision, ReplicaSource};
 use vllm_keda_core::scaler::{ScrapeRound, Step, TargetFailure, View};
 use vllm_keda_core::signals::FleetSignals;
@@ -73,13 +74,14 @@ fn parse_round(
     pods: Vec<ScrapeOutcome>,
     gpus: Vec<ScrapeOutcome>,
     model: Option<&str>,
+    limits: &Limits,
 ) -> ScrapeRound<ScrapeError> {
     let bodies = |outcomes: Vec<ScrapeOutcome>| {
         outcomes
             .into_iter()
             .map(|scraped| (scraped.url, scraped.result))
     };
-    ScrapeRound::parse(bodies(pods), bodies(gpus), model)
+    ScrapeRound::parse_with_limits(bodies(pods), bodies(gpus), model, limits)
 }
 
 /// The round when parsing itself failed: every vLLM target failed with `message`, and no DCGM
@@ -107,7 +109,7 @@ fn scrape_error<T>(
     match outcome {
         Ok(_) => None,
         Err(TargetFailure::Fetch(error)) => Some(error.clone()),
-        Err(TargetFailure::Parse(error)) => Some(ScrapeError::parse(url, error)),
+        Err(TargetFailure::Parse(error)) => Some(ScrapeError::from_parse(url, error)),
         Err(TargetFailure::Invalid(error)) => Some(ScrapeError::parse(url, error)),
     }
 }
@@ -301,7 +303,7 @@ impl Cycle {
             metrics,
             scraper: Scraper::new(ScrapeSettings {
                 timeout: scrape_timeout(config.scrape_interval),
-                ..ScrapeSettings::default()
+                ..so.options.scrape.clone()
             }),
             scaler: Some(match so.previous_target {
                 Some(target) => Scaler::new(config).resume_from(target),
@@ -384,8 +386,9 @@ impl Cycle {
         self.status.current_replicas = current;
         self.status.scale_target = self.scale.as_ref().map(|s| s.status.clone());
         let scaler = self.scaler.take();
+        let limits = self.scraper.settings().limits;
         let job = tokio::task::spawn_blocking(move || {
-            let round = parse_round(results, gpu_results, model.as_deref());
+            let round = parse_round(results, gpu_results, model.as_deref(), &limits);
             let mut scaler = scaler?;
             scaler.set_current_replicas(current);
             let outcome = RoundOutcome::of(&round);
@@ -505,6 +508,9 @@ impl Cycle {
             None => ScrapeResult::Ok.label(),
             Some(error) => error.result_label(),
         };
+        if let Some(limit) = error.and_then(ScrapeError::limit) {
+            self.metrics.count_limit(limit.label());
+        }
         self.metrics
             .scrapes
             .get_or_create(&ResultLabels {
@@ -637,7 +643,6 @@ mod tests {
     fn a_round_keeps_fetch_errors_and_names_the_target_of_a_parse_error() {
         let refused = ScrapeError::Connect {
             url: "http://b/metrics".into(),
-            message: "connection refused".into(),
         };
         let round = parse_round(
             vec![
@@ -650,6 +655,7 @@ mod tests {
                 Ok("DCGM_FI_DEV_GPU_UTIL 50\n"),
             )],
             None,
+            &Limits::NONE,
         );
         let errors: Vec<Option<ScrapeError>> = round
             .pods

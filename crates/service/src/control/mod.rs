@@ -149,6 +149,12 @@ pub struct ControlOptions {
     /// answered on the caller's threads never queue behind a scrape. `serve` gives them their
     /// own threads.
     pub loop_runtime: Option<tokio::runtime::Handle>,
+    /// The scrape rules and limits every loop applies (each loop sets its own timeout from its
+    /// scrape interval).
+    pub scrape: crate::scrape::ScrapeSettings,
+    /// Most ScaledObjects served at once (`--max-scaledobjects`); see
+    /// [`LoopRegistry::at_capacity`].
+    pub max_scaledobjects: usize,
 }
 
 impl Default for ControlOptions {
@@ -165,9 +171,14 @@ impl Default for ControlOptions {
             kube: None,
             kube_refresh: Duration::from_secs(5),
             loop_runtime: None,
+            scrape: crate::scrape::ScrapeSettings::default(),
+            max_scaledobjects: DEFAULT_MAX_SCALEDOBJECTS,
         }
     }
 }
+
+/// The default of [`ControlOptions::max_scaledobjects`].
+pub const DEFAULT_MAX_SCALEDOBJECTS: usize = 2000;
 
 /// The registry of per-ScaledObject loops. Cheap to clone (shared).
 #[derive(Debug, Clone)]
@@ -312,6 +323,25 @@ impl LoopRegistry {
         loops.retain(|_, so| !so.is_stopped());
         self.inner.metrics.scaledobjects.set(loops.len() as i64);
         Ok(so)
+    }
+
+    /// Whether starting a loop for this ScaledObject would pass
+    /// [`ControlOptions::max_scaledobjects`] (a ScaledObject already served never is); counts
+    /// the refusal under the `scaledobjects` limit.
+    pub fn at_capacity(&self, namespace: &str, name: &str) -> bool {
+        let full = {
+            let loops = self
+                .inner
+                .loops
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            loops.len() >= self.inner.options.max_scaledobjects
+        };
+        let full = full && self.find(namespace, name).is_none();
+        if full {
+            self.inner.metrics.count_limit("scaledobjects");
+        }
+        full
     }
 
     fn running(&self, key: &Key) -> Option<Arc<ScaledObject>> {

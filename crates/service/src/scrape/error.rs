@@ -21,11 +21,13 @@ pub enum ScrapeResult {
     DecodeError,
     /// [`ScrapeError::Parse`].
     ParseError,
+    /// [`ScrapeError::Refused`].
+    Refused,
 }
 
 impl ScrapeResult {
     /// Every result, `ok` first.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Ok,
         Self::Timeout,
         Self::ConnectError,
@@ -33,6 +35,7 @@ impl ScrapeResult {
         Self::TooLarge,
         Self::DecodeError,
         Self::ParseError,
+        Self::Refused,
     ];
 
     /// The label value.
@@ -45,6 +48,7 @@ impl ScrapeResult {
             Self::TooLarge => "too_large",
             Self::DecodeError => "decode_error",
             Self::ParseError => "parse_error",
+            Self::Refused => "refused",
         }
     }
 }
@@ -62,8 +66,19 @@ pub const RESULT_LABELS: [&str; ScrapeResult::ALL.len()] = {
     labels
 };
 
+/// The one text of [`ScrapeError::Connect`] and [`ScrapeError::Transport`]: a closed port, a
+/// reset and a port that does not speak HTTP read the same, so answers cannot map a network.
+pub const CONNECTION_FAILED: &str = "cannot connect, or the connection failed before a complete \
+     HTTP response; check that the pod is running and that the address and port are right (the \
+     scaler's debug log has the cause)";
+
 /// Why a scrape failed. A failed target is "unknown", never "zero load": callers drop it from
 /// the healthy set rather than reading anything into it.
+///
+/// No message carries bytes the target sent (its body or headers): these texts reach KEDA (the
+/// `Unavailable` answer ends up in events the ScaledObject's owner reads), `/debug` and the
+/// log. Connection failures are one class (`cannot connect`, or `failed during the exchange`),
+/// so the answers cannot map which ports are open; the cause is logged at debug level only.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScrapeError {
     /// The whole request (connect, headers and body) did not finish within the timeout.
@@ -86,27 +101,39 @@ pub enum ScrapeError {
         message: String,
     },
     /// No connection could be made (refused, unreachable, DNS failure of the target's host).
-    #[error(
-        "scraping {url}: cannot connect ({message}); check that the pod is running and that \
-         the address and port are right"
-    )]
+    /// The cause is in the scaler's debug log only.
+    #[error("scraping {url}: {CONNECTION_FAILED}")]
     Connect {
         /// The target.
         url: String,
-        /// The underlying error.
-        message: String,
     },
     /// The connection broke or the HTTP exchange was malformed after connecting (for example
-    /// a reset in the middle of the body).
-    #[error(
-        "scraping {url}: connection failed during the exchange ({message}); the pod may have \
-         restarted or crashed"
-    )]
+    /// a reset in the middle of the body). The cause is in the scaler's debug log only.
+    #[error("scraping {url}: {CONNECTION_FAILED}")]
     Transport {
         /// The target.
         url: String,
-        /// The underlying error.
-        message: String,
+    },
+    /// The target broke one of the scrape limits other than the body size: a per-body limit
+    /// of the parser (samples, labels per sample, label name or value length), the number of
+    /// targets of one ScaledObject, or no scrape slot free within the timeout. Counted as
+    /// `too_large`, except the scrape slots (`timeout`).
+    #[error("scraping {url}: {what}; {}", limit.fix())]
+    LimitExceeded {
+        /// The target.
+        url: String,
+        /// Which limit.
+        limit: super::ScrapeLimit,
+        /// What exceeded it (never the body's text).
+        what: String,
+    },
+    /// The target policy refused every address of the target (see [`super::TargetPolicy`]).
+    #[error("scraping {url}: {refusal}")]
+    Refused {
+        /// The target.
+        url: String,
+        /// The rule that refused it and the flag that would allow it.
+        refusal: super::Refusal,
     },
     /// The target answered with a non-2xx status.
     #[error("scraping {url}: http status {status}; {}", status_hint(*.status))]
@@ -119,7 +146,7 @@ pub enum ScrapeError {
     /// The (decompressed) body is larger than the cap; reading stopped at the cap.
     #[error(
         "scraping {url}: body larger than the {limit_bytes} byte limit (after decompression); \
-         raise the body size limit, or reduce the target's series (labels, LoRA adapters)"
+         raise --scrape-max-body-bytes, or reduce the target's series (labels, LoRA adapters)"
     )]
     TooLarge {
         /// The target.
@@ -159,6 +186,12 @@ impl ScrapeError {
             Self::TooLarge { .. } => ScrapeResult::TooLarge,
             Self::Decode { .. } => ScrapeResult::DecodeError,
             Self::Parse { .. } => ScrapeResult::ParseError,
+            Self::Refused { .. } => ScrapeResult::Refused,
+            Self::LimitExceeded {
+                limit: super::ScrapeLimit::ConcurrentScrapes,
+                ..
+            } => ScrapeResult::Timeout,
+            Self::LimitExceeded { .. } => ScrapeResult::TooLarge,
         }
     }
 
@@ -178,7 +211,9 @@ impl ScrapeError {
             | Self::HttpStatus { url, .. }
             | Self::TooLarge { url, .. }
             | Self::Decode { url, .. }
-            | Self::Parse { url, .. } => url,
+            | Self::Parse { url, .. }
+            | Self::Refused { url, .. }
+            | Self::LimitExceeded { url, .. } => url,
         }
     }
 
@@ -187,6 +222,38 @@ impl ScrapeError {
         Self::Parse {
             url: url.into(),
             message: error.to_string(),
+        }
+    }
+
+    /// The parser's failure on `url`'s body: a [`Self::LimitExceeded`] when the body broke one
+    /// of the parser's limits, else a [`Self::Parse`].
+    pub fn from_parse(
+        url: impl Into<String>,
+        error: &vllm_keda_core::exposition::ParseError,
+    ) -> Self {
+        use vllm_keda_core::exposition::ParseErrorKind;
+        match error.kind {
+            ParseErrorKind::LimitExceeded { limit, max } => Self::LimitExceeded {
+                url: url.into(),
+                limit: super::ScrapeLimit::Body(limit),
+                what: format!(
+                    "the body holds more than {max} {} (line {}, column {})",
+                    limit.describe(),
+                    error.line,
+                    error.column
+                ),
+            },
+            _ => Self::parse(url, error),
+        }
+    }
+
+    /// The `limit` label of `vllm_keda_scaler_limit_exceeded_total` when this failure is a
+    /// limit (the body size or another [`super::ScrapeLimit`]).
+    pub fn limit(&self) -> Option<super::ScrapeLimit> {
+        match self {
+            Self::TooLarge { .. } => Some(super::ScrapeLimit::BodyBytes),
+            Self::LimitExceeded { limit, .. } => Some(*limit),
+            _ => None,
         }
     }
 }
@@ -222,13 +289,15 @@ mod tests {
                 url: url.clone(),
                 message: "x".into(),
             },
-            ScrapeError::Connect {
+            ScrapeError::Connect { url: url.clone() },
+            ScrapeError::Transport { url: url.clone() },
+            ScrapeError::Refused {
                 url: url.clone(),
-                message: "x".into(),
-            },
-            ScrapeError::Transport {
-                url: url.clone(),
-                message: "x".into(),
+                refusal: super::super::Refusal {
+                    address: "127.0.0.1:1".parse().unwrap(),
+                    rule: "r".into(),
+                    fix: "f".into(),
+                },
             },
             ScrapeError::HttpStatus {
                 url: url.clone(),
@@ -264,6 +333,7 @@ mod tests {
             ScrapeResult::TooLarge => 4,
             ScrapeResult::DecodeError => 5,
             ScrapeResult::ParseError => 6,
+            ScrapeResult::Refused => 7,
         };
         for (i, result) in ScrapeResult::ALL.into_iter().enumerate() {
             assert_eq!(position(result), i, "{result:?}");
@@ -278,7 +348,8 @@ mod tests {
                 "http_status",
                 "too_large",
                 "decode_error",
-                "parse_error"
+                "parse_error",
+                "refused"
             ]
         );
     }

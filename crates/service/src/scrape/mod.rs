@@ -13,33 +13,157 @@
 //! gzip bomb costs at most the cap in memory.
 
 mod error;
+mod policy;
 
-pub use error::{RESULT_LABELS, ScrapeError, ScrapeResult};
+pub use error::{CONNECTION_FAILED, RESULT_LABELS, ScrapeError, ScrapeResult};
+pub use policy::{Cidr, DEFAULT_RULES, DefaultRule, OwnListener, Refusal, TargetPolicy};
 
 use std::error::Error as _;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+pub use vllm_keda_core::exposition::{Limit, Limits};
 
 /// What the scraper asks for: the Prometheus text format 0.0.4, any other `text/plain` as a
 /// fallback (OpenMetrics is not requested; the parser tolerates it if a target sends it).
 pub const ACCEPT_HEADER: &str = "text/plain;version=0.0.4;q=1.0,text/plain;q=0.9,*/*;q=0.1";
 
-/// Limits for one scrape.
-#[derive(Debug, Clone, PartialEq)]
+/// The default of [`ScrapeSettings::max_body_bytes`] (`--scrape-max-body-bytes`): 4 MiB. A
+/// vLLM body is about 50 KB for one model (`data/fixtures`), and each further model or LoRA
+/// adapter adds about as much, so this leaves room for about 80 models per pod while keeping
+/// one body's parse well under a core-millisecond per 100 KB and its memory bounded.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The default of [`ScrapeSettings::limits`]: the parser's caps on one body, sized from real
+/// vLLM bodies (`data/fixtures`: about 400 samples, at most 15 labels on a sample, label names
+/// under 30 bytes and values under 70 bytes for one model) with wide headroom: 50 times the
+/// samples (many models or LoRA adapters on one pod), 4 times the labels.
+pub const DEFAULT_BODY_LIMITS: Limits = Limits {
+    max_samples: 20_000,
+    max_labels_per_sample: 64,
+    max_label_name_bytes: 256,
+    max_label_value_bytes: 4096,
+};
+
+/// The default of [`ScrapeSettings::max_targets`] (`--max-targets-per-scaledobject`): a
+/// ScaledObject's vLLM or DCGM targets scraped per cycle.
+pub const DEFAULT_MAX_TARGETS: usize = 512;
+
+/// The default of `--max-concurrent-scrapes`: scrapes in flight across every ScaledObject.
+pub const DEFAULT_MAX_CONCURRENT_SCRAPES: usize = 1024;
+
+/// A scrape limit, as the `limit` label of `vllm_keda_scaler_limit_exceeded_total` and the flag
+/// that raises it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScrapeLimit {
+    /// [`ScrapeSettings::max_body_bytes`].
+    BodyBytes,
+    /// One of the parser's [`ScrapeSettings::limits`].
+    Body(Limit),
+    /// [`ScrapeSettings::max_targets`].
+    TargetsPerScaledObject,
+    /// [`ScrapeSettings::concurrency`].
+    ConcurrentScrapes,
+}
+
+impl ScrapeLimit {
+    /// The `limit` label.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::BodyBytes => "body_bytes",
+            Self::Body(limit) => limit.label(),
+            Self::TargetsPerScaledObject => "targets_per_scaledobject",
+            Self::ConcurrentScrapes => "concurrent_scrapes",
+        }
+    }
+
+    /// The `serve` flag that sets it.
+    pub const fn flag(self) -> &'static str {
+        match self {
+            Self::BodyBytes => "--scrape-max-body-bytes",
+            Self::Body(Limit::Samples) => "--scrape-max-samples",
+            Self::Body(Limit::LabelsPerSample) => "--scrape-max-labels-per-sample",
+            Self::Body(Limit::LabelNameLength) => "--scrape-max-label-name-bytes",
+            Self::Body(Limit::LabelValueLength) => "--scrape-max-label-value-bytes",
+            Self::TargetsPerScaledObject => "--max-targets-per-scaledobject",
+            Self::ConcurrentScrapes => "--max-concurrent-scrapes",
+        }
+    }
+
+    /// What to do about it.
+    fn fix(self) -> String {
+        match self {
+            Self::ConcurrentScrapes => format!(
+                "every scrape slot stayed busy for the whole scrape timeout (slow targets \
+                 elsewhere); raise {} or find the hanging targets",
+                self.flag()
+            ),
+            Self::TargetsPerScaledObject => format!(
+                "raise {} or split the fleet over several ScaledObjects",
+                self.flag()
+            ),
+            _ => format!(
+                "raise {} or reduce the target's series (labels, models, LoRA adapters)",
+                self.flag()
+            ),
+        }
+    }
+}
+
+/// `n` scrape slots (at least one) for [`ScrapeSettings::concurrency`].
+pub fn scrape_slots(n: usize) -> Arc<tokio::sync::Semaphore> {
+    Arc::new(tokio::sync::Semaphore::new(
+        n.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+    ))
+}
+
+/// Limits and rules for one scrape.
+#[derive(Debug, Clone)]
 pub struct ScrapeSettings {
     /// Whole-request timeout per target (connect, headers and the whole body).
     pub timeout: Duration,
     /// Largest (decompressed) body accepted.
     pub max_body_bytes: usize,
+    /// Which addresses may be dialled (checked on the resolved address at connect time).
+    pub policy: Arc<TargetPolicy>,
+    /// Send scrapes through the proxy named by `HTTP_PROXY`/`NO_PROXY` (`--scrape-proxy-from-env`);
+    /// off by default, so the environment cannot reroute scrapes.
+    pub proxy_from_env: bool,
+    /// The parser's caps on one body (applied by the caller that parses).
+    pub limits: Limits,
+    /// Targets scraped per [`Scraper::scrape_all`]; the rest fail with
+    /// [`ScrapeLimit::TargetsPerScaledObject`] (one error names how many were left out).
+    pub max_targets: usize,
+    /// Scrape slots shared by every scraper holding this semaphore (`--max-concurrent-scrapes`);
+    /// a scrape that finds none free within its timeout fails with
+    /// [`ScrapeLimit::ConcurrentScrapes`]. `None`: no shared cap.
+    pub concurrency: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Default for ScrapeSettings {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(2),
-            max_body_bytes: 16 * 1024 * 1024,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            policy: Arc::new(TargetPolicy::default()),
+            proxy_from_env: false,
+            limits: DEFAULT_BODY_LIMITS,
+            max_targets: DEFAULT_MAX_TARGETS,
+            concurrency: None,
+        }
+    }
+}
+
+impl ScrapeSettings {
+    /// The default settings with loopback targets allowed (tests and local runs; the same as
+    /// `--allow-targets 127.0.0.0/8,::1`).
+    pub fn loopback() -> Self {
+        Self {
+            policy: Arc::new(TargetPolicy::loopback()),
+            ..Self::default()
         }
     }
 }
@@ -82,7 +206,13 @@ impl Scraper {
             reqwest::header::ACCEPT,
             reqwest::header::HeaderValue::from_static(ACCEPT_HEADER),
         );
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        if !settings.proxy_from_env {
+            // Every request goes to an address the policy checked, so the client never
+            // resolves a name: a resolver that refuses keeps it so.
+            builder = builder.no_proxy().dns_resolver(Arc::new(NoResolver));
+        }
+        let client = builder
             .default_headers(headers)
             .user_agent(concat!("vllm-keda-scaler/", env!("CARGO_PKG_VERSION")))
             // Sets `Accept-Encoding: gzip` and decompresses as the body streams in.
@@ -107,8 +237,23 @@ impl Scraper {
     /// Fetches one body as text, within the timeout and the size cap.
     pub async fn scrape(&self, url: &str) -> Result<String, ScrapeError> {
         let timeout = self.settings.timeout;
-        match tokio::time::timeout(timeout, self.fetch(url)).await {
+        let mut slot_taken = self.settings.concurrency.is_none();
+        let run = async {
+            let _permit = match &self.settings.concurrency {
+                Some(slots) => Some(slots.acquire().await),
+                None => None,
+            };
+            slot_taken = true;
+            self.fetch(url).await
+        };
+        let outcome = tokio::time::timeout(timeout, run).await;
+        match outcome {
             Ok(result) => result,
+            Err(_) if !slot_taken => Err(ScrapeError::LimitExceeded {
+                url: url.to_string(),
+                limit: ScrapeLimit::ConcurrentScrapes,
+                what: format!("no scrape slot was free within {timeout:?}"),
+            }),
             Err(_) => Err(ScrapeError::Timeout {
                 url: url.to_string(),
                 timeout,
@@ -120,6 +265,28 @@ impl Scraper {
     /// the order of `urls`. Finishes when the slowest target finishes or times out. Dropping
     /// the future cancels every scrape still running.
     pub async fn scrape_all(&self, urls: &[String]) -> Vec<ScrapeOutcome> {
+        let max = self.settings.max_targets;
+        let (urls, left_out) = urls.split_at(urls.len().min(max));
+        let mut outcomes = self.scrape_each(urls).await;
+        if let Some(first) = left_out.first() {
+            outcomes.push(ScrapeOutcome {
+                url: first.clone(),
+                duration: Duration::ZERO,
+                result: Err(ScrapeError::LimitExceeded {
+                    url: first.clone(),
+                    limit: ScrapeLimit::TargetsPerScaledObject,
+                    what: format!(
+                        "this and {} more targets past the limit of {max} targets per \
+                         ScaledObject were not scraped",
+                        left_out.len() - 1
+                    ),
+                }),
+            });
+        }
+        outcomes
+    }
+
+    async fn scrape_each(&self, urls: &[String]) -> Vec<ScrapeOutcome> {
         let mut tasks = JoinSet::new();
         for (index, url) in urls.iter().enumerate() {
             let scraper = self.clone();
@@ -149,27 +316,97 @@ impl Scraper {
                 slot.unwrap_or_else(|| ScrapeOutcome {
                     url: url.clone(),
                     duration: Duration::ZERO,
-                    result: Err(ScrapeError::Transport {
-                        url: url.clone(),
-                        message: "the scrape task panicked (a bug; please report it)".into(),
-                    }),
+                    result: Err(ScrapeError::Transport { url: url.clone() }),
                 })
             })
             .collect()
     }
 
+    /// The target's addresses, resolved and checked against the policy (every allowed one, in
+    /// the resolver's order): the request goes to one of these, never to a second resolution
+    /// of the name.
+    async fn pinned_addresses(
+        &self,
+        url: &str,
+        parsed: &reqwest::Url,
+    ) -> Result<Vec<SocketAddr>, ScrapeError> {
+        // `check_target` made sure of an http url with a host, so both are known.
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let candidates: Vec<SocketAddr> = match url_host(parsed) {
+            Some(Ok(ip)) => vec![SocketAddr::new(ip, port)],
+            Some(Err(name)) => match tokio::net::lookup_host((name, port)).await {
+                Ok(addrs) => addrs.collect(),
+                Err(error) => {
+                    tracing::debug!(target = %url, error = %error, "resolving the target failed");
+                    return Err(ScrapeError::Connect {
+                        url: url.to_string(),
+                    });
+                }
+            },
+            None => Vec::new(),
+        };
+        let mut refusal = None;
+        let mut allowed = Vec::with_capacity(candidates.len());
+        for address in candidates {
+            match self.settings.policy.check(address) {
+                Ok(()) => allowed.push(address),
+                Err(refused) => {
+                    tracing::debug!(target = %url, refused = %refused, "address refused");
+                    refusal.get_or_insert(refused);
+                }
+            }
+        }
+        if !allowed.is_empty() {
+            return Ok(allowed);
+        }
+        Err(match refusal {
+            Some(refusal) => ScrapeError::Refused {
+                url: url.to_string(),
+                refusal,
+            },
+            None => ScrapeError::Connect {
+                url: url.to_string(),
+            },
+        })
+    }
+
     /// The request and the capped body read, without the overall timeout.
     async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
         let parsed = check_target(url)?;
-        let client = self.client.as_ref().map_err(|e| ScrapeError::Connect {
-            url: url.to_string(),
-            message: e.clone(),
+        let client = self.client.as_ref().map_err(|e| {
+            tracing::debug!(error = %e, "no http client");
+            ScrapeError::Connect {
+                url: url.to_string(),
+            }
         })?;
-        let mut response = client
-            .get(parsed)
-            .send()
-            .await
-            .map_err(|e| classify(url, e))?;
+        let addresses = self.pinned_addresses(url, &parsed).await?;
+        let host = host_header(&parsed);
+        let mut response = None;
+        let mut last_error = None;
+        // A name with several addresses: the next one when a connection cannot be made (as a
+        // client resolving the name itself would).
+        for address in addresses {
+            let mut request = client.get(pinned_url(&parsed, address.ip()));
+            if let Some(host) = &host {
+                request = request.header(reqwest::header::HOST, host.as_str());
+            }
+            match request.send().await {
+                Ok(answer) => {
+                    response = Some(answer);
+                    break;
+                }
+                Err(error) if error.is_connect() => last_error = Some(error),
+                Err(error) => return Err(classify(url, error)),
+            }
+        }
+        let Some(mut response) = response else {
+            return Err(match last_error {
+                Some(error) => classify(url, error),
+                None => ScrapeError::Connect {
+                    url: url.to_string(),
+                },
+            });
+        };
         let status = response.status();
         if !status.is_success() {
             return Err(ScrapeError::HttpStatus {
@@ -184,11 +421,9 @@ impl Scraper {
         {
             return Err(ScrapeError::Decode {
                 url: url.to_string(),
-                message: format!(
-                    "unsupported content-encoding {:?} (only gzip is accepted); serve the \
-                     metrics plain or gzip-compressed",
-                    String::from_utf8_lossy(encoding.as_bytes())
-                ),
+                message: "unsupported content-encoding (only gzip is accepted); serve the \
+                          metrics plain or gzip-compressed"
+                    .to_owned(),
             });
         }
         let cap = self.settings.max_body_bytes;
@@ -222,6 +457,49 @@ impl Scraper {
                 e.utf8_error().valid_up_to()
             ),
         })
+    }
+}
+
+/// The url's host: an address (IPv4 as the url parser normalised it, so `2130706433` and
+/// `0x7f.1` are `127.0.0.1`), or a name to resolve.
+fn url_host(parsed: &reqwest::Url) -> Option<Result<IpAddr, &str>> {
+    let host = parsed.host_str()?;
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    Some(bare.parse::<IpAddr>().map_err(|_| host))
+}
+
+/// The url with its host replaced by the checked address.
+fn pinned_url(parsed: &reqwest::Url, ip: IpAddr) -> reqwest::Url {
+    let mut pinned = parsed.clone();
+    if pinned.set_ip_host(ip).is_err() {
+        // Only urls that cannot have a host refuse one; `check_target` let none through.
+        return parsed.clone();
+    }
+    pinned
+}
+
+/// The `Host` header for a name target (the request itself goes to the checked address).
+fn host_header(parsed: &reqwest::Url) -> Option<String> {
+    let Some(Err(name)) = url_host(parsed) else {
+        return None;
+    };
+    Some(match parsed.port() {
+        Some(port) => format!("{name}:{port}"),
+        None => name.to_owned(),
+    })
+}
+
+/// The resolver given to the http client, which is only ever handed checked addresses: a name
+/// reaching it is refused rather than resolved past the policy.
+#[derive(Debug)]
+struct NoResolver;
+
+impl reqwest::dns::Resolve for NoResolver {
+    fn resolve(&self, _name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        Box::pin(async { Err("the scraper resolves and checks target names itself".into()) })
     }
 }
 
@@ -260,39 +538,29 @@ fn check_target(url: &str) -> Result<reqwest::Url, ScrapeError> {
     Ok(parsed)
 }
 
-/// Sorts a client error into the taxonomy, with a message free of reqwest's url echo.
+/// Sorts a client error into the taxonomy. The cause goes to the debug log only: it can
+/// tell an open port from a closed one, and the answer must not.
 fn classify(url: &str, error: reqwest::Error) -> ScrapeError {
     let url_owned = url.to_string();
-    let chain = error_chain(&error);
-    if error.is_timeout() {
-        // The client has no timeout of its own; a connect timeout lands here.
-        return ScrapeError::Connect {
-            url: url_owned,
-            message: chain,
-        };
-    }
-    if error.is_connect() {
-        return ScrapeError::Connect {
-            url: url_owned,
-            message: chain,
-        };
+    tracing::debug!(target = %url, error = %error_chain(&error), "scrape failed");
+    // The client has no timeout of its own; a connect timeout is a connect failure.
+    if error.is_timeout() || error.is_connect() {
+        return ScrapeError::Connect { url: url_owned };
     }
     if error.is_builder() {
         return ScrapeError::InvalidTarget {
             url: url_owned,
-            message: chain,
+            message: "the http client refused the request; expected http://host:port/path"
+                .to_owned(),
         };
     }
     if is_decompression_error(&error) {
         return ScrapeError::Decode {
             url: url_owned,
-            message: format!("cannot decompress the body ({chain})"),
+            message: "cannot decompress the gzip body (corrupt or truncated)".to_owned(),
         };
     }
-    ScrapeError::Transport {
-        url: url_owned,
-        message: chain,
-    }
+    ScrapeError::Transport { url: url_owned }
 }
 
 /// Whether a body error came from the gzip decoder rather than the connection: the decoder

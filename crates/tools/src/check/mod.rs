@@ -181,7 +181,7 @@ fn gather_endpoints(args: &CheckOptions) -> anyhow::Result<Gathered> {
     let gpus = normalize_all(&args.dcgm_endpoints, "--dcgm-endpoints")?;
     let scraper = Scraper::new(ScrapeSettings {
         timeout: Duration::from_secs_f64(args.timeout),
-        ..ScrapeSettings::default()
+        ..ScrapeSettings::loopback()
     });
     let interval = Duration::from_secs_f64(args.interval);
     let runtime = tokio::runtime::Builder::new_current_thread()

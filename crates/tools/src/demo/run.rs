@@ -185,7 +185,7 @@ async fn start_scaler(hosts_file: &Path) -> anyhow::Result<Server> {
         .context("binding the scaler's HTTP listener on 127.0.0.1")?;
     let mut options = ServeOptions {
         shutdown_grace: Duration::from_secs(2),
-        ..ServeOptions::default()
+        ..ServeOptions::loopback()
     };
     options.control.hosts_file = Some(hosts_file.to_path_buf());
     options.control.history_len = 100_000;

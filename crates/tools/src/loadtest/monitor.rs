@@ -68,7 +68,7 @@ pub async fn run_monitor(
     }
     let scraper = Scraper::new(ScrapeSettings {
         timeout: interval.max(Duration::from_millis(500)),
-        ..ScrapeSettings::default()
+        ..ScrapeSettings::loopback()
     });
     // Only the signals are read; the policy (the defaults) decides nothing here.
     let mut fleet = Scaler::with_settings(

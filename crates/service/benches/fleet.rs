@@ -1,0 +1,526 @@
+//! One `serve` process against a large emulated fleet, run by hand (not a timed test):
+//!
+//! 1. `--pods` static `/metrics` targets on 127.0.0.1 (each serves the loaded vLLM fixture,
+//!    about 53 KB), grouped into `--scaledobjects` ScaledObjects scraped every `--interval`
+//!    seconds, the release binary started as a child (`--bin`, default
+//!    `target/release/vllm-keda-scaler`) with loopback allowed.
+//! 2. Steady phase: open-loop `GetMetrics` at `--rate` calls per second round-robin over every
+//!    ScaledObject for `--seconds`; reports the latency (p50/p99/max), the scaler's CPU
+//!    (utime+stime from /proc) in cores, its RSS (now and peak), completed cycles against the
+//!    cycles the interval allows (missed cycles), and each ScaledObject's mean scrape time.
+//! 3. Hostile phase (`--hostile`): the same again with three more tenants: one whose pod
+//!    serves a body just under the body cap, one serving 160,000 distinct `finished_reason`
+//!    values, one whose pod accepts and never answers. The other tenants' answers must be the
+//!    same as in the steady phase, and their scrape times are reported beside the steady ones.
+//!
+//! 4. Soak (`--soak-minutes 30`): instead of 2 and 3, waves of `--pods` ScaledObjects (one
+//!    target each) created and then left idle until their loops stop, for that long; RSS and
+//!    open descriptors after every wave, and their growth since the second wave.
+//!
+//! `ulimit -n` must exceed twice `--pods` (listeners and accepted connections live here).
+//!
+//! `cargo build --release -p vllm-keda-scaler && cargo bench -p vllm-keda-service --bench fleet
+//!  -- [--pods 5000] [--scaledobjects 500] [--seconds 60] [--rate 1000] [--interval 2]
+//!  [--hostile] [--soak-minutes 30] [--bin PATH]`
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tonic::transport::Channel;
+use vllm_keda_service::proto::external_scaler_client::ExternalScalerClient;
+use vllm_keda_service::proto::{GetMetricsRequest, ScaledObjectRef};
+
+const LOADED: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../data/fixtures/vllm-v1-loaded.prom"
+));
+
+struct Args {
+    pods: usize,
+    scaledobjects: usize,
+    seconds: f64,
+    rate: f64,
+    interval: f64,
+    hostile: bool,
+    bin: String,
+    /// Soak mode: waves of `--pods` one-target ScaledObjects created and left to stop, for
+    /// this many minutes.
+    soak_minutes: f64,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        pods: 5000,
+        scaledobjects: 500,
+        seconds: 60.0,
+        rate: 1000.0,
+        interval: 2.0,
+        hostile: false,
+        soak_minutes: 0.0,
+        bin: concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../target/release/vllm-keda-scaler"
+        )
+        .into(),
+    };
+    if let Ok(dir) = std::env::var("CARGO_TARGET_DIR") {
+        a.bin = format!("{dir}/release/vllm-keda-scaler");
+    }
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().expect("flag value");
+        match flag.as_str() {
+            "--pods" => a.pods = value().parse().unwrap(),
+            "--scaledobjects" => a.scaledobjects = value().parse().unwrap(),
+            "--seconds" => a.seconds = value().parse().unwrap(),
+            "--rate" => a.rate = value().parse().unwrap(),
+            "--interval" => a.interval = value().parse().unwrap(),
+            "--hostile" => a.hostile = true,
+            "--soak-minutes" => a.soak_minutes = value().parse().unwrap(),
+            "--bin" => a.bin = value(),
+            "--bench" => {}
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    a
+}
+
+/// A target answering every request with `body` (plain HTTP/1.1, keep-alive).
+async fn static_target(body: &'static str) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(move || async move { body });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// A target that accepts connections and never answers.
+async fn hanging_target() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf).await;
+            held.push(stream);
+        }
+    });
+    addr
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// utime + stime of `pid`, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// (VmRSS, VmHWM) of `pid` in MiB.
+fn rss_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let read = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map_or(0.0, |kb| kb.parse::<f64>().unwrap() / 1024.0)
+    };
+    (read("VmRSS:"), read("VmHWM:"))
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+async fn http_get(addr: SocketAddr, path: &str) -> String {
+    reqwest::get(format!("http://{addr}{path}"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Completed cycles per ScaledObject name, from `/debug/scaledobjects`.
+async fn cycles(http: SocketAddr) -> HashMap<String, u64> {
+    let body = http_get(http, "/debug/scaledobjects").await;
+    let value: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    value["scaledobjects"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| {
+                    (
+                        r["name"].as_str().unwrap_or_default().to_owned(),
+                        r["cycles"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sum and count of every ScaledObject's scrape-duration histogram, from `/metrics`.
+async fn scrape_times(http: SocketAddr) -> HashMap<String, (f64, f64)> {
+    let text = http_get(http, "/metrics").await;
+    let mut out: HashMap<String, (f64, f64)> = HashMap::new();
+    for line in text.lines() {
+        let is_sum = line.starts_with("vllm_keda_scaler_scrape_duration_seconds_sum{");
+        let is_count = line.starts_with("vllm_keda_scaler_scrape_duration_seconds_count{");
+        if !(is_sum || is_count) {
+            continue;
+        }
+        let Some(name) = line
+            .split("scaledobject=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+        else {
+            continue;
+        };
+        let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap_or(0.0);
+        let entry = out.entry(name.to_owned()).or_default();
+        if is_sum {
+            entry.0 = value;
+        } else {
+            entry.1 = value;
+        }
+    }
+    out
+}
+
+fn so_ref(name: &str, endpoints: &str, interval: f64) -> ScaledObjectRef {
+    ScaledObjectRef {
+        name: name.to_owned(),
+        namespace: "bench".to_owned(),
+        scaler_metadata: [
+            ("endpoints".to_owned(), endpoints.to_owned()),
+            ("scrapeIntervalSeconds".to_owned(), interval.to_string()),
+        ]
+        .into_iter()
+        .collect(),
+    }
+}
+
+async fn get_metrics(c: &mut ExternalScalerClient<Channel>, r: &ScaledObjectRef) -> Option<i64> {
+    c.get_metrics(GetMetricsRequest {
+        scaled_object_ref: Some(r.clone()),
+        metric_name: String::new(),
+    })
+    .await
+    .ok()
+    .map(|a| a.into_inner().metric_values[0].metric_value)
+}
+
+struct Phase {
+    latency: Histogram<u64>,
+    cores: f64,
+    rss_mib: f64,
+    peak_mib: f64,
+    fds: usize,
+    min_cycles: u64,
+    expected_cycles: f64,
+    mean_scrape_ms: f64,
+    max_scrape_ms: f64,
+    answers: HashMap<String, i64>,
+}
+
+/// Open-loop `GetMetrics` over `refs` for `seconds`, with the scaler's figures around it.
+async fn phase(
+    args: &Args,
+    pid: u32,
+    http: SocketAddr,
+    client: &ExternalScalerClient<Channel>,
+    refs: &[ScaledObjectRef],
+    watched: usize,
+) -> Phase {
+    let cycles_before = cycles(http).await;
+    let times_before = scrape_times(http).await;
+    let cpu_before = cpu_seconds(pid);
+    let started = Instant::now();
+    let total = (args.rate * args.seconds) as usize;
+    let gap = Duration::from_secs_f64(1.0 / args.rate);
+    let mut tasks = Vec::with_capacity(total);
+    for i in 0..total {
+        let at = started + gap * i as u32;
+        tokio::time::sleep_until(at).await;
+        let mut c = client.clone();
+        let r = refs[i % refs.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            let answer = get_metrics(&mut c, &r).await;
+            (r.name, answer, at.elapsed())
+        }));
+    }
+    let mut latency = Histogram::<u64>::new(3).unwrap();
+    let mut answers = HashMap::new();
+    for task in tasks {
+        let (name, answer, took) = task.await.unwrap();
+        latency.record(took.as_micros() as u64).unwrap();
+        if let Some(v) = answer {
+            answers.insert(name, v);
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let cores = (cpu_seconds(pid) - cpu_before) / elapsed;
+    let (rss, peak) = rss_mib(pid);
+    let cycles_after = cycles(http).await;
+    let times_after = scrape_times(http).await;
+    let watched_names: Vec<&str> = refs[..watched].iter().map(|r| r.name.as_str()).collect();
+    let min_cycles = watched_names
+        .iter()
+        .map(|n| {
+            cycles_after.get(*n).copied().unwrap_or(0) - cycles_before.get(*n).copied().unwrap_or(0)
+        })
+        .min()
+        .unwrap_or(0);
+    let means: Vec<f64> = watched_names
+        .iter()
+        .filter_map(|n| {
+            let (s1, c1) = times_after.get(*n).copied()?;
+            let (s0, c0) = times_before.get(*n).copied().unwrap_or_default();
+            (c1 > c0).then(|| (s1 - s0) / (c1 - c0) * 1000.0)
+        })
+        .collect();
+    Phase {
+        latency,
+        cores,
+        rss_mib: rss,
+        peak_mib: peak,
+        fds: open_fds(pid),
+        min_cycles,
+        expected_cycles: elapsed / args.interval,
+        mean_scrape_ms: means.iter().sum::<f64>() / means.len().max(1) as f64,
+        max_scrape_ms: means.iter().copied().fold(0.0, f64::max),
+        answers,
+    }
+}
+
+fn report(name: &str, p: &Phase) {
+    println!(
+        "{name}: GetMetrics p50 {:.0} us, p99 {:.0} us, max {:.0} us over {} calls; scaler CPU \
+         {:.2} cores; RSS {:.0} MiB (peak {:.0} MiB); {} open fds; cycles per ScaledObject: \
+         min {} of {:.1} the interval allows; scrape time per cycle: mean {:.1} ms, worst \
+         ScaledObject {:.1} ms",
+        p.latency.value_at_quantile(0.5) as f64,
+        p.latency.value_at_quantile(0.99) as f64,
+        p.latency.max() as f64,
+        p.latency.len(),
+        p.cores,
+        p.rss_mib,
+        p.peak_mib,
+        p.fds,
+        p.min_cycles,
+        p.expected_cycles,
+        p.mean_scrape_ms,
+        p.max_scrape_ms,
+    );
+}
+
+/// Waves of one-target ScaledObjects (one per pod): each wave asks about all of them for three
+/// intervals, then stops asking, so their loops stop after `--idle-stop-seconds` (10 here);
+/// RSS and open descriptors after each wave's loops are gone.
+async fn soak(
+    args: &Args,
+    pid: u32,
+    http: SocketAddr,
+    client: &ExternalScalerClient<Channel>,
+    pods: &[SocketAddr],
+) {
+    let started = Instant::now();
+    let mut wave = 0;
+    let mut after_warmup: Option<(f64, usize)> = None;
+    while started.elapsed().as_secs_f64() < args.soak_minutes * 60.0 {
+        wave += 1;
+        let refs: Vec<ScaledObjectRef> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                so_ref(
+                    &format!("w{wave}-{i:05}"),
+                    &format!("http://{a}/metrics"),
+                    args.interval,
+                )
+            })
+            .collect();
+        for _ in 0..3 {
+            let mut calls = Vec::new();
+            for chunk in refs.chunks(200) {
+                let mut c = client.clone();
+                let chunk = chunk.to_vec();
+                calls.push(tokio::spawn(async move {
+                    for r in &chunk {
+                        get_metrics(&mut c, r).await;
+                    }
+                }));
+            }
+            for call in calls {
+                call.await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_secs_f64(args.interval)).await;
+        }
+        let (busy, busy_peak) = rss_mib(pid);
+        // Stop asking; wait for every loop to stop.
+        let stop_by = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < stop_by && !cycles(http).await.is_empty() {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        let (idle, _) = rss_mib(pid);
+        let fds = open_fds(pid);
+        println!(
+            "wave {wave} at {:.0} s: {} ScaledObjects; RSS busy {busy:.0} MiB (peak {busy_peak:.0}),              after their loops stopped {idle:.0} MiB, {fds} open fds",
+            started.elapsed().as_secs_f64(),
+            refs.len()
+        );
+        if wave == 2 {
+            after_warmup = Some((idle, fds));
+        }
+        if let Some((base, base_fds)) = after_warmup {
+            println!(
+                "  growth since wave 2: RSS {:+.1} % , fds {:+}",
+                (idle / base - 1.0) * 100.0,
+                fds as i64 - base_fds as i64
+            );
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = args();
+    println!(
+        "fleet bench: {} pods, {} ScaledObjects, interval {} s, {} s per phase, {} GetMetrics/s, \
+         binary {}",
+        args.pods, args.scaledobjects, args.interval, args.seconds, args.rate, args.bin
+    );
+    let mut pods = Vec::with_capacity(args.pods);
+    for _ in 0..args.pods {
+        pods.push(static_target(LOADED).await);
+    }
+    let grpc: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut child: Child = Command::new(&args.bin)
+        .args([
+            "serve",
+            "--grpc-addr",
+            &grpc.to_string(),
+            "--http-addr",
+            &http.to_string(),
+            "--allow-targets",
+            "127.0.0.0/8",
+            "--idle-stop-seconds",
+            if args.soak_minutes > 0.0 {
+                "10"
+            } else {
+                "100000"
+            },
+            "--max-scaledobjects",
+            "100000",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "starting {}: {e} (build it with cargo build --release)",
+                args.bin
+            )
+        });
+    let pid = child.id();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, baseline_peak) = rss_mib(pid);
+    let client = loop {
+        match ExternalScalerClient::connect(format!("http://{grpc}")).await {
+            Ok(c) => break c,
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    if args.soak_minutes > 0.0 {
+        soak(&args, pid, http, &client, &pods).await;
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    }
+    let per = args.pods / args.scaledobjects;
+    let refs: Vec<ScaledObjectRef> = (0..args.scaledobjects)
+        .map(|i| {
+            let endpoints: Vec<String> = pods[i * per..(i + 1) * per]
+                .iter()
+                .map(|a| format!("http://{a}/metrics"))
+                .collect();
+            so_ref(
+                &format!("tenant-{i:04}"),
+                &endpoints.join(","),
+                args.interval,
+            )
+        })
+        .collect();
+    let mut c = client.clone();
+    for r in &refs {
+        get_metrics(&mut c, r).await;
+    }
+    println!("baseline RSS before any ScaledObject: peak {baseline_peak:.0} MiB");
+    // Two intervals for every loop to settle onto its phase.
+    tokio::time::sleep(Duration::from_secs_f64(args.interval * 2.0)).await;
+    let steady = phase(&args, pid, http, &client, &refs, refs.len()).await;
+    report("steady", &steady);
+
+    if args.hostile {
+        let huge: &'static str = Box::leak(
+            format!(
+                "vllm:num_requests_waiting 1\n# {}\n",
+                "x".repeat(4 * 1024 * 1024 - 64)
+            )
+            .into_boxed_str(),
+        );
+        let reasons: &'static str = Box::leak(
+            (0..160_000)
+                .map(|i| format!("vllm:request_success_total{{finished_reason=\"r{i}\"}} 1\n"))
+                .collect::<String>()
+                .into_boxed_str(),
+        );
+        let targets = [
+            static_target(huge).await,
+            static_target(reasons).await,
+            hanging_target().await,
+        ];
+        let mut all = refs.clone();
+        for (i, addr) in targets.iter().enumerate() {
+            let r = so_ref(
+                &format!("hostile-{i}"),
+                &format!("http://{addr}/metrics"),
+                args.interval,
+            );
+            get_metrics(&mut c, &r).await;
+            all.push(r);
+        }
+        tokio::time::sleep(Duration::from_secs_f64(args.interval * 2.0)).await;
+        let hostile = phase(&args, pid, http, &client, &all, refs.len()).await;
+        report("with hostile tenants", &hostile);
+        let changed = refs
+            .iter()
+            .filter(|r| steady.answers.get(&r.name) != hostile.answers.get(&r.name))
+            .count();
+        println!(
+            "answers of the {} other tenants changed by the hostile ones: {changed}",
+            refs.len()
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
