@@ -374,7 +374,10 @@ fn sorted_labels<'e>(sample: &'e Sample<'_>, skip: Option<&str>) -> LabelSet<'e>
         .filter(|l| skip != Some(l.name))
         .map(|l| (l.name, l.value.as_ref()))
         .collect();
-    labels.sort_unstable();
+    // Exporters write labels in one order (Python's client sorts them): sort only if not.
+    if !labels.is_sorted() {
+        labels.sort_unstable();
+    }
     labels
 }
 
@@ -469,6 +472,9 @@ impl PodSnapshot {
         let mut b = Builder::default();
         let mut snapshot = PodSnapshot::default();
         let mut models_seen: HashSet<&str> = HashSet::new();
+        // Bodies carry one model and a few engines, repeated on every sample: the last value
+        // seen skips the set (a hash per sample) in that usual case.
+        let (mut last_model, mut last_engine) = (None, None);
         let mut model_matched = false;
         for sample in &exposition.samples {
             let metric = sample.name;
@@ -486,9 +492,10 @@ impl PodSnapshot {
             }
             snapshot.info.vllm_samples += 1;
             if let Some(model_name) = sample.label(label::MODEL_NAME) {
-                if models_seen.insert(model_name) {
+                if last_model != Some(model_name) && models_seen.insert(model_name) {
                     snapshot.info.models.push(model_name.to_owned());
                 }
+                last_model = Some(model_name);
                 match model {
                     Some(wanted) if wanted != model_name => continue,
                     Some(_) => model_matched = true,
@@ -496,7 +503,10 @@ impl PodSnapshot {
                 }
             }
             if let Some(engine) = sample.label(label::ENGINE) {
-                b.engines.insert(engine);
+                if last_engine != Some(engine) {
+                    b.engines.insert(engine);
+                    last_engine = Some(engine);
+                }
             }
             let Some(series) = classify(metric) else {
                 continue;
