@@ -178,6 +178,20 @@ fn impossible_values_make_the_sample_an_error_naming_the_series() {
             "duplicate series",
         ),
         (
+            "duplicate bucket (le written two ways)",
+            format!("{e2e}_bucket{{{l},le=\"1.0\"}} 50"),
+            format!("{e2e}_bucket{{{l},le=\"1.0\"}} 50\n{e2e}_bucket{{{l},le=\"1\"}} 50"),
+            "vllm:e2e_request_latency_seconds_bucket",
+            "duplicate series",
+        ),
+        (
+            "duplicate _count",
+            format!("{e2e}_count{{{l}}} 100"),
+            format!("{e2e}_count{{{l}}} 100\n{e2e}_count{{{l}}} 100"),
+            "vllm:e2e_request_latency_seconds_count",
+            "duplicate series",
+        ),
+        (
             "histogram without +Inf",
             format!("{e2e}_bucket{{{l},le=\"+Inf\"}} 100"),
             String::new(),
