@@ -745,7 +745,7 @@ impl<'e> Builder<'e> {
 
     /// Checks each histogram child and sums the children per `le` into one histogram per
     /// family: O(b log b) in the buckets.
-    fn histograms(children: Vec<Child>) -> Result<[Option<Histogram>; 6], SnapshotError> {
+    fn histograms(children: Vec<Child<'_>>) -> Result<[Option<Histogram>; 6], SnapshotError> {
         let mut out: [Option<Histogram>; 6] = Default::default();
         for mut child in children {
             let Some(hist) = child.hist else { continue };
