@@ -178,6 +178,20 @@ fn impossible_values_make_the_sample_an_error_naming_the_series() {
             "duplicate series",
         ),
         (
+            "duplicate bucket (le written two ways)",
+            format!("{e2e}_bucket{{{l},le=\"1.0\"}} 50"),
+            format!("{e2e}_bucket{{{l},le=\"1.0\"}} 50\n{e2e}_bucket{{{l},le=\"1\"}} 50"),
+            "vllm:e2e_request_latency_seconds_bucket",
+            "duplicate series",
+        ),
+        (
+            "duplicate _count",
+            format!("{e2e}_count{{{l}}} 100"),
+            format!("{e2e}_count{{{l}}} 100\n{e2e}_count{{{l}}} 100"),
+            "vllm:e2e_request_latency_seconds_count",
+            "duplicate series",
+        ),
+        (
             "histogram without +Inf",
             format!("{e2e}_bucket{{{l},le=\"+Inf\"}} 100"),
             String::new(),
@@ -520,30 +534,37 @@ fn an_unknown_pod_restarts_the_calm_clock() {
 /// A pod serving 160,000 distinct `finished_reason` values (about 8 MB): the signals are
 /// computed in time that grows with the body, not its square. This asserts only that it
 /// completes with every reason accounted for (no wall-clock bound); the time is in
-/// `benches/signals.rs`.
+/// `benches/signals.rs`. One body is parsed; the earlier round is the same snapshot with
+/// every counter 2 lower, so the test spends its time in the code under test.
 #[test]
 fn one_hundred_sixty_thousand_reasons_are_one_map_lookup_each() {
     const REASONS: usize = 160_000;
-    let render = |finished: usize| {
-        let mut out = body(1.0, 1.0, 0.0);
-        out.reserve(REASONS * 96);
-        for r in 0..REASONS {
-            writeln!(
-                out,
-                "vllm:request_success_total{{engine=\"0\",model_name=\"{MODEL}\",finished_reason=\"reason-{r:06}\"}} {finished}"
-            )
-            .unwrap();
-        }
-        out
+    let mut text = body(1.0, 1.0, 0.0);
+    text.reserve(REASONS * 96);
+    for r in 0..REASONS {
+        writeln!(
+            text,
+            "vllm:request_success_total{{engine=\"0\",model_name=\"{MODEL}\",finished_reason=\"reason-{r:06}\"}} 3"
+        )
+        .unwrap();
+    }
+    assert!(text.len() > 7_000_000, "{} bytes", text.len());
+    let later = snapshot(&text, Some(MODEL)).expect("usable");
+    assert_eq!(later.request_success_total.len(), REASONS + 1);
+    let mut earlier = later.clone();
+    for value in earlier.request_success_total.values_mut() {
+        *value = (*value - 2.0).max(0.0);
+    }
+    let one = |snapshot: PodSnapshot| ScrapeRound::<()> {
+        pods: vec![("a".to_owned(), Ok(snapshot))],
+        gpus: Vec::new(),
     };
-    let (first, second) = (render(1), render(3));
-    assert!(first.len() > 7_000_000, "{} bytes", first.len());
     let mut s = scaler(&[]);
-    s.record(secs(0), round(&[("a", ok(first))]));
-    let step = s.step(secs(30), round(&[("a", ok(second))]));
+    s.record(secs(0), one(earlier));
+    let step = s.step(secs(2), one(later));
     let by_reason = &step.signals.fleet.finished_per_second_by_reason;
     assert_eq!(by_reason.len(), REASONS + 1);
-    assert_eq!(by_reason["reason-159999"], 2.0 / 30.0);
+    assert_eq!(by_reason["reason-159999"], 1.0);
     assert_eq!(
         step.signals.fleet.requests_finished_in_window,
         2.0 * REASONS as f64

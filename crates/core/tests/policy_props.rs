@@ -3,7 +3,8 @@
 //! in a restart's first calm period); no scale-out unless a breach held for the stabilization
 //! window; never more than the configured steps per period (a lone step widened to clear the
 //! HPA tolerance aside); no guardrail stacking while asked-for replicas start; every scale-up
-//! clears the HPA tolerance band; advisory mode returns the ready replicas.
+//! clears the HPA tolerance band; advisory mode returns the ready replicas; never a scale-in
+//! while a known target gives no data (a partial view is not calm).
 
 mod policy_support;
 
@@ -65,6 +66,8 @@ struct Segment {
     ready: usize,
     follow_target: bool,
     x: f64,
+    /// Known targets that do not answer during the segment.
+    unknown: usize,
 }
 
 fn segments() -> impl Strategy<Value = Vec<Segment>> {
@@ -75,14 +78,18 @@ fn segments() -> impl Strategy<Value = Vec<Segment>> {
             0usize..14,
             prop::bool::weighted(0.6),
             0.0f64..1.0,
+            prop_oneof![4 => Just(0usize), 1 => 1usize..3],
         )
-            .prop_map(|(regime, duration_s, ready, follow_target, x)| Segment {
-                regime,
-                duration_s,
-                ready,
-                follow_target,
-                x,
-            }),
+            .prop_map(
+                |(regime, duration_s, ready, follow_target, x, unknown)| Segment {
+                    regime,
+                    duration_s,
+                    ready,
+                    follow_target,
+                    x,
+                    unknown,
+                },
+            ),
         1..12,
     )
 }
@@ -144,7 +151,7 @@ fn simulate(c: &PolicyConfig, segs: &[Segment], dt_s: u64) -> Vec<Step> {
                 }
                 _ => seg.ready,
             };
-            let l = load(c, seg, ready, k);
+            let l = load(c, seg, ready, k).unknown(seg.unknown);
             let d = policy.decide(secs(t), &l.signals(secs(t)), &mut state);
             steps.push(Step {
                 t: secs(t),
@@ -161,6 +168,7 @@ fn simulate(c: &PolicyConfig, segs: &[Segment], dt_s: u64) -> Vec<Step> {
 fn calm(c: &PolicyConfig, l: &Load) -> bool {
     let ok = |x: Option<f64>, below: f64| x.is_none_or(|v| !v.is_finite() || v < below);
     l.ready > 0
+        && l.unknown == 0
         && (l.queue.is_nan() || l.queue <= 0.0)
         && c.e2e_latency_slo_seconds
             .is_none_or(|s| ok(l.e2e_p95, s / 2.0))

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use vllm_keda_core::exposition;
-use vllm_keda_core::signals::{FleetWindow, Generation, GpuSnapshot, PodSnapshot, SignalSettings};
+use vllm_keda_core::signals::{
+    FleetWindow, Generation, GpuSnapshot, PodSnapshot, SignalSettings, SnapshotError,
+};
 
 fn fixture(name: &str) -> String {
     let path = format!("{}/../../data/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -75,10 +77,19 @@ fn model_filter_keeps_only_that_model() {
     let model = "meta-llama/Llama-3.1-8B-Instruct";
     let kept = snapshot("vllm-v1-loaded.prom", Some(model));
     assert_eq!(kept.waiting, Some(14.0));
-    let other = snapshot("vllm-v1-loaded.prom", Some("other-model"));
-    assert_eq!(other.waiting, None);
-    assert_eq!(other.e2e_latency, None);
-    assert_eq!(other.info.models, vec![model.to_string()]);
+    // Another model's series are never read as this one's: the body is an error naming the
+    // configured model and the model it serves.
+    let body = fixture("vllm-v1-loaded.prom");
+    let parsed = exposition::parse(&body).unwrap();
+    let other = PodSnapshot::from_exposition(&parsed, Some("other-model")).unwrap_err();
+    assert_eq!(
+        other,
+        SnapshotError::ModelNotFound {
+            model: "other-model".into(),
+            found: vec![model.to_string()],
+            found_total: 1,
+        }
+    );
 }
 
 #[test]

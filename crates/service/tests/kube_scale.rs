@@ -96,11 +96,13 @@ fn forbidden(resource: &str, group: &str, name: &str) -> serde_json::Value {
 }
 
 type Routes = Arc<Mutex<HashMap<String, (StatusCode, serde_json::Value)>>>;
+/// Each request's path and `Authorization` header.
+type Requests = Arc<Mutex<Vec<(String, Option<String>)>>>;
 
 /// The test API server: answers each path with its JSON, 404 otherwise; logs every request.
 struct ApiServer {
     routes: Routes,
-    requests: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    requests: Requests,
     kubeconfig: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -110,10 +112,10 @@ impl ApiServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let routes: Routes = Arc::default();
-        let requests: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
+        let requests: Requests = Arc::default();
         let state = (routes.clone(), requests.clone());
         let app = axum::Router::new().fallback(
-            |State((routes, requests)): State<(Routes, Arc<Mutex<Vec<_>>>)>,
+            |State((routes, requests)): State<(Routes, Requests)>,
              uri: Uri,
              headers: HeaderMap| async move {
                 let auth = headers

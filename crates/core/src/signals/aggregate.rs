@@ -91,14 +91,12 @@ impl PodCompute {
         };
         self.prompt = delta(then.prompt, now.prompt);
         self.generation = delta(then.generation, now.generation);
-        // Both lists are sorted by reason (they come from a map): a binary search per reason,
-        // never a scan, so a pod serving many distinct reasons costs O(n log n).
+        // Both lists are sorted by reason (they come from a map): one merge walk, never a
+        // search per reason, so a pod serving many distinct reasons costs O(n).
+        let mut earlier = then.success.iter().peekable();
         for (reason, now_value) in &now.success {
-            let before = then
-                .success
-                .binary_search_by(|(r, _)| r.as_str().cmp(reason.as_str()))
-                .ok()
-                .map(|i| &then.success[i]);
+            while earlier.next_if(|(r, _)| r < reason).is_some() {}
+            let before = earlier.next_if(|(r, _)| r == reason);
             if let Some(d) = delta(before.map(|(_, v)| *v), Some(*now_value)) {
                 self.success.push((reason.clone(), d));
             }

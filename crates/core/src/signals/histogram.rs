@@ -412,6 +412,22 @@ mod tests {
     }
 
     #[test]
+    fn buckets_stay_sorted_and_equal_bounds_are_summed() {
+        let mut h = Histogram::default();
+        for (le, c) in [(INF, 4.0), (1.0, 1.0), (2.0, 3.0), (1.0, 2.0), (INF, 6.0)] {
+            h.add_bucket(le, c);
+        }
+        assert_eq!(h.buckets, buckets(&[(1.0, 3.0), (2.0, 3.0), (INF, 10.0)]));
+        // Filled directly (children appended as they came), `finish` sorts and sums.
+        let mut h = Histogram {
+            buckets: buckets(&[(1.0, 1.0), (INF, 2.0), (1.0, 3.0), (INF, 4.0), (0.5, 1.0)]),
+            ..Histogram::default()
+        };
+        h.finish();
+        assert_eq!(h.buckets, buckets(&[(0.5, 1.0), (1.0, 4.0), (INF, 6.0)]));
+    }
+
+    #[test]
     fn merge_unions_bounds_sorted() {
         let mut into = buckets(&[(1.0, 1.0), (4.0, 2.0), (INF, 3.0)]);
         merge_buckets(&mut into, &buckets(&[(2.0, 5.0), (4.0, 1.0), (INF, 6.0)]));

@@ -374,14 +374,41 @@ fn sorted_labels<'e>(sample: &'e Sample<'_>, skip: Option<&str>) -> LabelSet<'e>
         .filter(|l| skip != Some(l.name))
         .map(|l| (l.name, l.value.as_ref()))
         .collect();
-    labels.sort_unstable();
+    // Exporters write labels in one order (Python's client sorts them): sort only if not.
+    if !labels.is_sorted() {
+        labels.sort_unstable();
+    }
     labels
+}
+
+impl Child<'_> {
+    /// Whether `sample` (of histogram `hist`) belongs to this child: the same labels apart
+    /// from `le`, compared in place when the sample's labels are in sorted order.
+    fn is(&self, hist: Hist, sample: &Sample<'_>) -> bool {
+        if self.hist != Some(hist) {
+            return false;
+        }
+        let mut mine = self.labels.iter();
+        let mut prev: Option<&str> = None;
+        for l in sample.labels.iter().filter(|l| l.name != label::LE) {
+            if prev.is_some_and(|p| p > l.name) {
+                return false; // not in sorted order: let the map decide
+            }
+            prev = Some(l.name);
+            if mine.next() != Some(&(l.name, l.value.as_ref())) {
+                return false;
+            }
+        }
+        mine.next().is_none()
+    }
 }
 
 /// One histogram child (one label set apart from `le`) as the body gives it.
 #[derive(Default)]
-struct Child {
+struct Child<'e> {
     hist: Option<Hist>,
+    /// Its labels without `le`, sorted.
+    labels: LabelSet<'e>,
     buckets: Vec<Bucket>,
     sum: Option<f64>,
     count: Option<f64>,
@@ -399,8 +426,10 @@ struct Builder<'e> {
     generation: Option<f64>,
     success: BTreeMap<String, f64>,
     /// Histogram children in body order, and their index by (histogram, labels without `le`).
-    children: Vec<Child>,
+    children: Vec<Child<'e>>,
     child_index: HashMap<(Hist, LabelSet<'e>), usize>,
+    /// The child of the previous histogram sample: a child's samples come one after another.
+    last_child: Option<usize>,
     created_min: Option<f64>,
     engines: HashSet<&'e str>,
     v0_marker: bool,
@@ -469,6 +498,9 @@ impl PodSnapshot {
         let mut b = Builder::default();
         let mut snapshot = PodSnapshot::default();
         let mut models_seen: HashSet<&str> = HashSet::new();
+        // Bodies carry one model and a few engines, repeated on every sample: the last value
+        // seen skips the set (a hash per sample) in that usual case.
+        let (mut last_model, mut last_engine) = (None, None);
         let mut model_matched = false;
         for sample in &exposition.samples {
             let metric = sample.name;
@@ -486,9 +518,10 @@ impl PodSnapshot {
             }
             snapshot.info.vllm_samples += 1;
             if let Some(model_name) = sample.label(label::MODEL_NAME) {
-                if models_seen.insert(model_name) {
+                if last_model != Some(model_name) && models_seen.insert(model_name) {
                     snapshot.info.models.push(model_name.to_owned());
                 }
+                last_model = Some(model_name);
                 match model {
                     Some(wanted) if wanted != model_name => continue,
                     Some(_) => model_matched = true,
@@ -496,7 +529,10 @@ impl PodSnapshot {
                 }
             }
             if let Some(engine) = sample.label(label::ENGINE) {
-                b.engines.insert(engine);
+                if last_engine != Some(engine) {
+                    b.engines.insert(engine);
+                    last_engine = Some(engine);
+                }
             }
             let Some(series) = classify(metric) else {
                 continue;
@@ -656,20 +692,32 @@ impl<'e> Builder<'e> {
             }
             Part::Bucket | Part::Sum | Part::Count => {}
         }
-        self.unique(family, Some(part), sample)?;
+        // Duplicates within a child show structurally (a `le` twice, `_sum` or `_count` twice):
+        // no set of every series for the many bucket samples.
         let value = non_negative(family, Some(part), value)?;
-        let key = (hist, sorted_labels(sample, Some(label::LE)));
-        let index = match self.child_index.get(&key) {
-            Some(&index) => index,
+        let index = match self
+            .last_child
+            .filter(|&i| self.children[i].is(hist, sample))
+        {
+            Some(index) => index,
             None => {
-                self.children.push(Child {
-                    hist: Some(hist),
-                    ..Child::default()
-                });
-                self.child_index.insert(key, self.children.len() - 1);
-                self.children.len() - 1
+                let labels = sorted_labels(sample, Some(label::LE));
+                let key = (hist, labels.clone());
+                match self.child_index.get(&key) {
+                    Some(&index) => index,
+                    None => {
+                        self.children.push(Child {
+                            hist: Some(hist),
+                            labels,
+                            ..Child::default()
+                        });
+                        self.child_index.insert(key, self.children.len() - 1);
+                        self.children.len() - 1
+                    }
+                }
             }
         };
+        self.last_child = Some(index);
         let child = &mut self.children[index];
         match part {
             Part::Bucket => {
@@ -681,8 +729,15 @@ impl<'e> Builder<'e> {
                     .ok_or_else(|| impossible(family, Some(part), Problem::BadBound))?;
                 child.buckets.push(Bucket { le, count: value });
             }
-            Part::Sum => child.sum = Some(value),
-            Part::Count => child.count = Some(value),
+            Part::Sum | Part::Count => {
+                let slot = match part {
+                    Part::Sum => &mut child.sum,
+                    _ => &mut child.count,
+                };
+                if slot.replace(value).is_some() {
+                    return Err(impossible(family, Some(part), Problem::Duplicate));
+                }
+            }
             Part::Created | Part::Total => {}
         }
         Ok(())
@@ -690,13 +745,16 @@ impl<'e> Builder<'e> {
 
     /// Checks each histogram child and sums the children per `le` into one histogram per
     /// family: O(b log b) in the buckets.
-    fn histograms(children: Vec<Child>) -> Result<[Option<Histogram>; 6], SnapshotError> {
+    fn histograms(children: Vec<Child<'_>>) -> Result<[Option<Histogram>; 6], SnapshotError> {
         let mut out: [Option<Histogram>; 6] = Default::default();
         for mut child in children {
             let Some(hist) = child.hist else { continue };
             let family = hist.family();
             let bucket = Some(Part::Bucket);
             child.buckets.sort_by(|a, b| a.le.total_cmp(&b.le));
+            if child.buckets.windows(2).any(|w| w[0].le == w[1].le) {
+                return Err(impossible(family, bucket, Problem::Duplicate));
+            }
             let Some(inf) = child
                 .buckets
                 .last()
