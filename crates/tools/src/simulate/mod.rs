@@ -195,11 +195,11 @@ pub enum PolicySpec {
     Clairvoyant,
 }
 
+/// A policy's positional knob (if any) and its `k=v` knobs.
+type Knobs<'a> = (Option<&'a str>, Vec<(&'a str, &'a str)>);
+
 /// Splits `NAME:A:k=v:...` into the positional value (if any) and the `k=v` pairs.
-fn knobs<'a>(
-    text: &'a str,
-    rest: &'a str,
-) -> anyhow::Result<(Option<&'a str>, Vec<(&'a str, &'a str)>)> {
+fn knobs<'a>(text: &'a str, rest: &'a str) -> anyhow::Result<Knobs<'a>> {
     let mut positional = None;
     let mut pairs = Vec::new();
     for (i, part) in rest.split(':').enumerate() {
@@ -445,7 +445,10 @@ impl PolicySpec {
 /// clairvoyant planner and sweeps share them). The stored runs keep their series and events,
 /// not the per-request outcomes.
 #[derive(Debug, Clone, Default)]
-pub struct StaticRuns(RefCell<HashMap<(String, usize, u128, u32), (RunResult, PolicyReport)>>);
+pub struct StaticRuns(RefCell<HashMap<StaticKey, (RunResult, PolicyReport)>>);
+
+/// A static run's identity: scenario name, request count, last arrival (ns), fleet size.
+type StaticKey = (String, usize, u128, u32);
 
 /// Everything a simulation needs besides the scenario.
 #[derive(Debug, Clone)]
@@ -632,7 +635,7 @@ impl Simulation {
         Ok((result, report))
     }
 
-    fn scenario_key(scenario: &Scenario, n: u32) -> (String, usize, u128, u32) {
+    fn scenario_key(scenario: &Scenario, n: u32) -> StaticKey {
         (
             scenario.name.clone(),
             scenario.requests.len(),

@@ -234,7 +234,8 @@ pub type SizePool = [(u32, u32)];
 /// Returns no requests when `sizes` is empty or the curve is zero throughout.
 pub fn poisson(curve: &RateCurve, seconds: f64, sizes: &SizePool, seed: u64) -> Vec<TraceRequest> {
     let max = curve.max_rate();
-    if sizes.is_empty() || !(max > 0.0) || !(seconds > 0.0) {
+    let positive = |v: f64| v.is_finite() && v > 0.0;
+    if sizes.is_empty() || !positive(max) || !positive(seconds) {
         return Vec::new();
     }
     let mut rng = SplitMix64::new(seed);
