@@ -7,12 +7,21 @@ use vllm_keda_tools::simulate::SimulateOptions;
 /// Command-line arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct SimulateArgs {
-    /// Trace to replay: a file (Azure 2023 CSV or Mooncake JSONL) or a built-in scenario:
-    /// azure-code, azure-conv, mooncake (bundled traces) or step (the guide's load test).
-    /// Repeat for several scenarios.
+    /// Trace to replay: a file (Azure 2023 CSV or Mooncake JSONL); a built-in scenario:
+    /// azure-code, azure-conv, mooncake (bundled traces), step (the guide's load test);
+    /// poisson:NAME (a bundled trace's per-minute rate, arrivals redrawn from --seed); or a
+    /// generated scenario (a rate curve, sizes from a bundled trace, arrivals from --seed):
+    /// training set diurnal-conv, flash-crowd-code, batch-bursts-conv, ramp-code,
+    /// on-off-mooncake; held-out set working-day-conv, flash-crowd-conv, batch-bursts-code,
+    /// slow-ramp-conv, diurnal-mooncake, on-off-code. Repeat for several scenarios.
     #[arg(long = "trace", default_value = "azure-conv")]
     pub(crate) traces: Vec<String>,
-    /// Multiply the trace's request rate (requests are replicated).
+    /// Replay a named set of generated scenarios instead of --trace: training (defaults may
+    /// be tuned on it) or held-out (the evaluation reports it; never tuned on).
+    #[arg(long, value_name = "training|held-out")]
+    pub(crate) scenario_set: Option<String>,
+    /// Multiply the trace's request rate (a file's or bundled trace's requests are replicated;
+    /// a generated scenario's rate curve is multiplied).
     #[arg(long, default_value_t = 1.0)]
     pub(crate) rate_multiplier: f64,
     /// Divide the trace's timestamps (same requests, faster).
@@ -21,13 +30,18 @@ pub(crate) struct SimulateArgs {
     /// Only the first this many seconds of each trace (after reshaping).
     #[arg(long)]
     pub(crate) duration_seconds: Option<f64>,
-    /// Policies to compare: ours, prometheus-keda, kpa (Knative's concurrency autoscaler,
-    /// target 256 in-flight requests per replica at 70 % utilisation), kpa:TARGET, static:N,
-    /// oracle.
+    /// Policies to compare: ours; ours:KEY=VALUE[:...] (metadata overrides);
+    /// prometheus-keda (the source guide's chain); prometheus-keda-tuned[:IN_FLIGHT][:ttft=S]
+    /// [:itl=S] (TTFT and ITL P95 as metricType Value, running+waiting per replica); kpa
+    /// (Knative, target 256 in flight per replica at 70 %), kpa:TARGET[:stable=S][:delay=S]
+    /// (stable window, scale-down delay); apa[:TARGET][:up=F][:down=F][:uprate=F]
+    /// [:downrate=F] (AIBrix's APA on in-flight requests per pod, target 128); static:N;
+    /// static:best (the smallest static fleet meeting --slo-target in hindsight); clairvoyant
+    /// (alias oracle: the future-knowing reference planner, never beaten by a static fleet).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "ours,prometheus-keda,static:4,oracle"
+        default_value = "ours,prometheus-keda,static:4,clairvoyant"
     )]
     pub(crate) policies: Vec<String>,
     /// Scaler metadata for `ours` (repeatable `key=value`, as in a ScaledObject trigger).
@@ -39,9 +53,25 @@ pub(crate) struct SimulateArgs {
     /// Highest replica count for every policy.
     #[arg(long, default_value_t = 20)]
     pub(crate) max_replicas: u32,
-    /// Seconds from asking for a replica to it serving (the guide: 2-10 minutes).
-    #[arg(long, default_value_t = 300.0)]
-    pub(crate) startup_delay_seconds: f64,
+    /// Seconds from asking for a replica to it serving (the guide: 2-10 minutes): S, a
+    /// uniform range LOW..HIGH, or lognormal:MEDIAN:SIGMA. The k-th replica asked for gets
+    /// the k-th draw (from --seed) under every policy.
+    #[arg(
+        long,
+        default_value = "300",
+        value_name = "S|LOW..HIGH|lognormal:MEDIAN:SIGMA"
+    )]
+    pub(crate) startup_delay_seconds: String,
+    /// Clients give up after this many seconds: the request is a miss and the engine aborts
+    /// it (as vLLM does on disconnect). Unset: clients wait.
+    #[arg(long)]
+    pub(crate) client_timeout_seconds: Option<f64>,
+    /// Engine profile of every replica: h100-llama3.1-8b (default; vLLM's H100 scheduler
+    /// defaults, max_num_seqs 1024), emulator-default (the same with 256), l40s-llama3.2-3b
+    /// (the guide's small model on a g6e), a10g-llama3.1-8b, l4-llama3.1-8b,
+    /// 4xh100-llama3.1-70b. Sources in docs/emulator.md.
+    #[arg(long, default_value = vllm_emulator::DEFAULT_PROFILE)]
+    pub(crate) engine: String,
     /// Prometheus scrape interval of the prometheus-keda chain (the guide: 15-30 s).
     #[arg(long, default_value_t = 15.0)]
     pub(crate) prometheus_scrape_seconds: f64,
@@ -54,9 +84,21 @@ pub(crate) struct SimulateArgs {
     /// End-to-end target reported beside the SLO, seconds.
     #[arg(long, default_value_t = 5.0)]
     pub(crate) e2e_slo_seconds: f64,
-    /// Seed of the arrival jitter given to requests replicated by --rate-multiplier.
+    /// The SLO attainment static:best and clairvoyant aim at (a share, 0..1].
+    #[arg(long, default_value_t = 0.99)]
+    pub(crate) slo_target: f64,
+    /// Seed of the arrival process (generated and poisson: scenarios), of the jitter of
+    /// requests replicated by --rate-multiplier, and of the start-up draws.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    /// Run every scenario under several seeds (e.g. 1,2,3,4,5); tables show mean, standard
+    /// deviation and range.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) seeds: Vec<u64>,
+    /// Also sweep each policy's main knob and draw an SLO-attainment vs GPU-hours Pareto plot
+    /// per scenario (needs --out).
+    #[arg(long)]
+    pub(crate) sweep: bool,
     /// Print one JSON list (one object per policy and scenario) instead of Markdown.
     #[arg(long)]
     pub(crate) json: bool,
@@ -69,6 +111,7 @@ impl From<SimulateArgs> for SimulateOptions {
     fn from(args: SimulateArgs) -> Self {
         Self {
             traces: args.traces,
+            scenario_set: args.scenario_set,
             rate_multiplier: args.rate_multiplier,
             time_compression: args.time_compression,
             duration_seconds: args.duration_seconds,
@@ -76,12 +119,17 @@ impl From<SimulateArgs> for SimulateOptions {
             metadata: args.metadata,
             min_replicas: args.min_replicas,
             max_replicas: args.max_replicas,
-            startup_delay_seconds: args.startup_delay_seconds,
+            startup_delay: args.startup_delay_seconds,
+            client_timeout_seconds: args.client_timeout_seconds,
+            engine: args.engine,
             prometheus_scrape_seconds: args.prometheus_scrape_seconds,
             ttft_slo_seconds: args.ttft_slo_seconds,
             tpot_slo_seconds: args.tpot_slo_seconds,
             e2e_slo_seconds: args.e2e_slo_seconds,
+            slo_target: args.slo_target,
             seed: args.seed,
+            seeds: args.seeds,
+            sweep: args.sweep,
             json: args.json,
             out: args.out,
         }

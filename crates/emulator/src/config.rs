@@ -79,6 +79,148 @@ impl Default for EngineConfig {
     }
 }
 
+/// A named engine configuration: a model on a GPU class under vLLM's defaults for that class.
+/// The numbers and their sources are in `docs/emulator.md`.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineProfile {
+    /// The name `--engine` takes.
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub description: &'static str,
+    /// The configuration.
+    pub config: fn() -> EngineConfig,
+}
+
+/// The hardware and model numbers a profile's step-time model is derived from, the same way
+/// as [`EngineConfig::default`]'s: the fixed step cost reads the weights once at a share of the
+/// HBM bandwidth, each token costs its matmul FLOPs at a model FLOP utilisation, each token of
+/// context its KV bytes at the same share of the bandwidth.
+struct Roofline {
+    params: f64,
+    weight_bytes: f64,
+    hbm_bytes_per_second: f64,
+    bandwidth_efficiency: f64,
+    peak_flops: f64,
+    mfu: f64,
+    kv_bytes_per_token: f64,
+}
+
+impl Roofline {
+    fn config(
+        &self,
+        num_gpu_blocks: u32,
+        max_num_seqs: u32,
+        max_num_batched_tokens: u32,
+        max_model_len: u32,
+    ) -> EngineConfig {
+        let bandwidth = self.hbm_bytes_per_second * self.bandwidth_efficiency;
+        EngineConfig {
+            block_size: 16,
+            num_gpu_blocks,
+            max_num_seqs,
+            max_num_batched_tokens,
+            max_model_len,
+            step_base_seconds: self.weight_bytes / bandwidth,
+            per_token_seconds: 2.0 * self.params / (self.peak_flops * self.mfu),
+            per_context_token_seconds: self.kv_bytes_per_token / bandwidth,
+            slowdown: 1.0,
+            metrics_shape: MetricsShape::V1,
+        }
+    }
+}
+
+/// Llama-3.1-8B in BF16 on a GPU with this bandwidth and peak BF16 FLOP/s.
+fn llama8b_on(hbm_bytes_per_second: f64, peak_flops: f64) -> Roofline {
+    Roofline {
+        params: 8.03e9,
+        weight_bytes: WEIGHT_BYTES,
+        hbm_bytes_per_second,
+        bandwidth_efficiency: BANDWIDTH_EFFICIENCY,
+        peak_flops,
+        mfu: MFU,
+        kv_bytes_per_token: KV_BYTES_PER_TOKEN,
+    }
+}
+
+/// The simulator's default profile.
+pub const DEFAULT_PROFILE: &str = "h100-llama3.1-8b";
+
+/// Every engine profile (`--engine NAME`).
+pub const PROFILES: &[EngineProfile] = &[
+    EngineProfile {
+        name: "h100-llama3.1-8b",
+        description: "Llama-3.1-8B BF16 on one H100 80GB SXM, vLLM's H100 defaults (max_num_seqs 1024, max_num_batched_tokens 8192)",
+        config: || EngineConfig {
+            max_num_seqs: 1024,
+            max_num_batched_tokens: 8192,
+            ..EngineConfig::default()
+        },
+    },
+    EngineProfile {
+        name: "emulator-default",
+        description: "the emulator's default: Llama-3.1-8B BF16 on one H100 with max_num_seqs 256 (vLLM's pre-0.9 default)",
+        config: EngineConfig::default,
+    },
+    EngineProfile {
+        name: "l40s-llama3.2-3b",
+        description: "a small model (Llama-3.2-3B BF16) on one L40S 48GB (AWS g6e), vLLM's defaults below 70 GiB (256, 2048)",
+        config: || {
+            Roofline {
+                params: 3.21e9,
+                weight_bytes: 6.43e9,
+                hbm_bytes_per_second: 864e9,
+                bandwidth_efficiency: BANDWIDTH_EFFICIENCY,
+                peak_flops: 362e12,
+                mfu: MFU,
+                // 28 layers x 8 KV heads x 128 head dim x 2 (K, V) x 2 bytes.
+                kv_bytes_per_token: 114_688.0,
+            }
+            // (44.4 GiB x 0.9 - 6.0 GiB weights - ~1.5 GiB activations) / 1.75 MiB per block.
+            .config(18_500, 256, 2048, 131_072)
+        },
+    },
+    EngineProfile {
+        name: "a10g-llama3.1-8b",
+        description: "Llama-3.1-8B BF16 on one A10G 24GB (AWS g5), vLLM's defaults below 70 GiB (256, 2048), max_model_len 16384",
+        // (22.0 GiB x 0.9 - 15.0 GiB weights - ~0.9 GiB activations) / 2 MiB per block.
+        config: || llama8b_on(600e9, 125e12).config(1_950, 256, 2048, 16_384),
+    },
+    EngineProfile {
+        name: "l4-llama3.1-8b",
+        description: "Llama-3.1-8B BF16 on one L4 24GB (AWS g6), vLLM's defaults below 70 GiB (256, 2048), max_model_len 16384",
+        config: || llama8b_on(300e9, 121e12).config(1_950, 256, 2048, 16_384),
+    },
+    EngineProfile {
+        name: "4xh100-llama3.1-70b",
+        description: "Llama-3.1-70B BF16 on four H100 80GB SXM (tensor parallel 4), vLLM's H100 defaults (1024, 8192)",
+        config: || {
+            Roofline {
+                params: 70.6e9,
+                weight_bytes: 141.1e9,
+                hbm_bytes_per_second: 4.0 * HBM_BYTES_PER_SECOND,
+                // Tensor-parallel all-reduces cost a share of each step.
+                bandwidth_efficiency: 0.6,
+                peak_flops: 4.0 * PEAK_FLOPS,
+                mfu: 0.4,
+                // 80 layers x 8 KV heads x 128 head dim x 2 (K, V) x 2 bytes.
+                kv_bytes_per_token: 327_680.0,
+            }
+            // (4 x 80 GiB x 0.9 - 131.4 GiB weights - ~8 GiB activations) / 5 MiB per block.
+            .config(29_000, 1024, 8192, 131_072)
+        },
+    },
+];
+
+impl EngineConfig {
+    /// The configuration of a named profile ([`PROFILES`]).
+    pub fn profile(name: &str) -> Option<EngineConfig> {
+        PROFILES
+            .iter()
+            .find(|p| p.name == name.trim())
+            .map(|p| (p.config)())
+    }
+}
+
 /// A configuration value that cannot run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("engine config {field}: {problem}")]
@@ -259,6 +401,28 @@ mod tests {
             ..EngineConfig::default()
         };
         assert_eq!(c.validate().unwrap_err().field, "slowdown");
+    }
+
+    #[test]
+    fn every_profile_is_valid_and_ordered_by_speed() {
+        for p in PROFILES {
+            let c = (p.config)();
+            c.validate()
+                .unwrap_or_else(|e| panic!("profile {}: {e}", p.name));
+        }
+        assert_eq!(
+            EngineConfig::profile("emulator-default"),
+            Some(EngineConfig::default())
+        );
+        assert!(EngineConfig::profile(DEFAULT_PROFILE).is_some());
+        assert!(EngineConfig::profile("nope").is_none());
+        let single = |name: &str| EngineConfig::profile(name).unwrap().step_seconds(1, 1024);
+        // One decoding sequence: the L4 (300 GB/s) is slowest, then the A10G, then the H100.
+        assert!(single("l4-llama3.1-8b") > single("a10g-llama3.1-8b"));
+        assert!(single("a10g-llama3.1-8b") > single("h100-llama3.1-8b"));
+        // ~69 ms per token on an L4: about 14.5 tokens/s single stream.
+        let l4 = single("l4-llama3.1-8b");
+        assert!((0.060..0.080).contains(&l4), "{l4}");
     }
 
     #[test]

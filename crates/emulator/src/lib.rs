@@ -19,7 +19,8 @@ pub mod stats;
 pub mod text;
 
 pub use config::{
-    ConfigError, EngineConfig, MetricsShape, RequestShape, SaturationLimit, SaturationPrediction,
+    ConfigError, DEFAULT_PROFILE, EngineConfig, EngineProfile, MetricsShape, PROFILES,
+    RequestShape, SaturationLimit, SaturationPrediction,
 };
 pub use engine::{Engine, PublishedGauges};
 pub use fleet::{LoopbackFleet, ReplicaHandle};

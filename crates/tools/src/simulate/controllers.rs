@@ -25,7 +25,7 @@ use vllm_keda_core::config::ScalerConfig;
 use vllm_keda_core::{Scaler, ScrapeRound, Step};
 
 use super::fleet::{Autoscaler, VirtualFleet};
-use super::prometheus::{PrometheusStore, ReplicaSample};
+use super::prometheus::{HistogramSeries, PrometheusStore, ReplicaSample};
 use crate::keda::hpa::{AverageValueMetric, Hpa};
 use crate::keda::{HPA_SYNC, guide_hpa_spec, keda_value, ours_hpa_spec};
 
@@ -200,30 +200,7 @@ impl Autoscaler for PrometheusKeda {
 
     fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
         if self.next_scrape <= now {
-            let mut seen = BTreeSet::new();
-            for replica in fleet.ready() {
-                let histogram = &replica.engine.stats().e2e_request_latency;
-                let mut e2e_buckets: Vec<(f64, f64)> = histogram
-                    .bounds()
-                    .iter()
-                    .copied()
-                    .zip(histogram.cumulative().map(|c| c as f64))
-                    .collect();
-                e2e_buckets.push((f64::INFINITY, histogram.count() as f64));
-                self.store.ingest(
-                    now,
-                    replica.id,
-                    ReplicaSample {
-                        waiting: replica.engine.published_gauges().waiting as f64,
-                        e2e_buckets,
-                    },
-                );
-                seen.insert(replica.id);
-            }
-            for gone in self.scraped.difference(&seen) {
-                self.store.mark_gone(*gone);
-            }
-            self.scraped = seen;
+            scrape_into(&mut self.store, &mut self.scraped, now, fleet, false);
             self.next_scrape += self.settings.scrape_interval;
         }
         if self.next_sync <= now {
@@ -243,6 +220,173 @@ impl Autoscaler for PrometheusKeda {
                 },
             ];
             return Some(self.hpa.sync(now, &metrics, fleet.desired()));
+        }
+        None
+    }
+}
+
+fn buckets_of(histogram: &vllm_emulator::stats::EngineHistogram) -> Vec<(f64, f64)> {
+    let mut buckets: Vec<(f64, f64)> = histogram
+        .bounds()
+        .iter()
+        .copied()
+        .zip(histogram.cumulative().map(|c| c as f64))
+        .collect();
+    buckets.push((f64::INFINITY, histogram.count() as f64));
+    buckets
+}
+
+/// One Prometheus scrape of every ready replica into `store` (the latency histograms beyond
+/// end-to-end only when `all_histograms`); replicas gone since the last scrape are marked stale.
+fn scrape_into(
+    store: &mut PrometheusStore,
+    scraped: &mut BTreeSet<u64>,
+    now: Duration,
+    fleet: &VirtualFleet,
+    all_histograms: bool,
+) {
+    let mut seen = BTreeSet::new();
+    for replica in fleet.ready() {
+        let stats = replica.engine.stats();
+        let gauges = replica.engine.published_gauges();
+        store.ingest(
+            now,
+            replica.id,
+            ReplicaSample {
+                waiting: gauges.waiting as f64,
+                running: gauges.running as f64,
+                e2e_buckets: buckets_of(&stats.e2e_request_latency),
+                ttft_buckets: if all_histograms {
+                    buckets_of(&stats.time_to_first_token)
+                } else {
+                    Vec::new()
+                },
+                itl_buckets: if all_histograms {
+                    buckets_of(&stats.inter_token_latency)
+                } else {
+                    Vec::new()
+                },
+            },
+        );
+        seen.insert(replica.id);
+    }
+    for gone in scraped.difference(&seen) {
+        store.mark_gone(*gone);
+    }
+    *scraped = seen;
+}
+
+/// Settings of `prometheus-keda-tuned`: the guide's Prometheus -> KEDA -> HPA chain as an
+/// expert would configure it. Three triggers: TTFT P95 and ITL P95 as `metricType: Value`
+/// (the HPA asks for `ceil(current x p95 / threshold)`, so the answer scales with the fleet,
+/// unlike the guide's `AverageValue` P95), and running plus waiting requests as
+/// `AverageValue` (a per-replica concurrency target); the HPA's default behaviour (up by
+/// max(+4, +100 %) per 15 s, down after a 300 s window).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrometheusKedaTunedSettings {
+    /// Prometheus's scrape interval.
+    pub scrape_interval: Duration,
+    /// The `rate` range of the latency queries.
+    pub rate_range: Duration,
+    /// TTFT P95 threshold, seconds (`metricType: Value`).
+    pub ttft_threshold: f64,
+    /// ITL P95 threshold, seconds (`metricType: Value`).
+    pub itl_threshold: f64,
+    /// Running plus waiting requests per replica (`AverageValue`).
+    pub in_flight_per_replica: f64,
+}
+
+impl Default for PrometheusKedaTunedSettings {
+    /// Chosen on the training scenarios only (see EVALUATION.md): TTFT half the 2 s SLO,
+    /// ITL 60 % of the 100 ms TPOT SLO, 96 in flight per replica.
+    fn default() -> Self {
+        Self {
+            scrape_interval: Duration::from_secs(15),
+            rate_range: Duration::from_secs(60),
+            ttft_threshold: 1.0,
+            itl_threshold: 0.06,
+            in_flight_per_replica: PROMETHEUS_KEDA_TUNED_DEFAULT_IN_FLIGHT,
+        }
+    }
+}
+
+/// The default running-plus-waiting target per replica of `prometheus-keda-tuned`.
+pub const PROMETHEUS_KEDA_TUNED_DEFAULT_IN_FLIGHT: f64 = 96.0;
+
+/// The tuned Prometheus + KEDA chain (see [`PrometheusKedaTunedSettings`]).
+#[derive(Debug)]
+pub struct PrometheusKedaTuned {
+    settings: PrometheusKedaTunedSettings,
+    store: PrometheusStore,
+    scraped: BTreeSet<u64>,
+    next_scrape: Duration,
+    hpa: Hpa,
+    next_sync: Duration,
+}
+
+impl PrometheusKedaTuned {
+    /// The tuned chain with the given replica bounds, starting with `initial` replicas.
+    pub fn new(
+        settings: PrometheusKedaTunedSettings,
+        min_replicas: u32,
+        max_replicas: u32,
+        initial: u32,
+    ) -> Self {
+        Self {
+            settings,
+            store: PrometheusStore::new(),
+            scraped: BTreeSet::new(),
+            next_scrape: Duration::ZERO,
+            hpa: Hpa::with_steady_history(
+                crate::keda::hpa::HpaSpec::kubernetes_default(min_replicas, max_replicas),
+                Duration::ZERO,
+                initial,
+            ),
+            next_sync: HPA_SYNC,
+        }
+    }
+}
+
+impl Autoscaler for PrometheusKedaTuned {
+    fn next_wake(&self) -> Option<Duration> {
+        Some(self.next_scrape.min(self.next_sync))
+    }
+
+    fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
+        if self.next_scrape <= now {
+            scrape_into(&mut self.store, &mut self.scraped, now, fleet, true);
+            self.next_scrape += self.settings.scrape_interval;
+        }
+        if self.next_sync <= now {
+            self.next_sync += HPA_SYNC;
+            let current = fleet.desired();
+            let range = self.settings.rate_range;
+            let ttft = self
+                .store
+                .quantile(HistogramSeries::Ttft, now, range, 0.95)
+                .unwrap_or(0.0);
+            let itl = self
+                .store
+                .quantile(HistogramSeries::Itl, now, range, 0.95)
+                .unwrap_or(0.0);
+            // A `Value` metric is an `AverageValue` one whose value is multiplied by the
+            // current replica count: the same usage ratio, the same ceil(current x ratio).
+            let value = |v: f64| keda_value(v) * f64::from(current.max(1));
+            let metrics = [
+                AverageValueMetric {
+                    value: value(ttft),
+                    target: self.settings.ttft_threshold,
+                },
+                AverageValueMetric {
+                    value: value(itl),
+                    target: self.settings.itl_threshold,
+                },
+                AverageValueMetric {
+                    value: keda_value(self.store.sum_in_flight(now)),
+                    target: self.settings.in_flight_per_replica,
+                },
+            ];
+            return Some(self.hpa.sync(now, &metrics, current));
         }
         None
     }
@@ -275,6 +419,9 @@ pub struct KpaSettings {
     pub max_scale_up_rate: f64,
     /// `max-scale-down-rate` (2): at least `floor(ready / rate)` per tick.
     pub max_scale_down_rate: f64,
+    /// `scale-down-delay` (0 s by default): the autoscaler applies the highest decision of
+    /// this window, so a scale-down waits until the lower demand has held for the delay.
+    pub scale_down_delay: Duration,
 }
 
 impl KpaSettings {
@@ -289,6 +436,18 @@ impl KpaSettings {
             panic_threshold: 2.0,
             max_scale_up_rate: 1000.0,
             max_scale_down_rate: 2.0,
+            scale_down_delay: Duration::ZERO,
+        }
+    }
+
+    /// Knative's defaults with the given target, stable window (the panic window stays 10 %
+    /// of it) and scale-down delay.
+    pub fn with_windows(target: f64, stable_window: Duration, scale_down_delay: Duration) -> Self {
+        Self {
+            stable_window,
+            panic_window: stable_window.mul_f64(0.1),
+            scale_down_delay,
+            ..Self::with_target(target)
         }
     }
 
@@ -321,6 +480,8 @@ pub struct Kpa {
     /// Last instant the panic condition held, while in panic.
     panic_since: Option<Duration>,
     max_panic_pods: u32,
+    /// Decisions within the scale-down delay.
+    recent: VecDeque<(Duration, u32)>,
     /// Ticks that were in panic mode, for tests and reports.
     pub panic_ticks: usize,
 }
@@ -340,6 +501,7 @@ impl Kpa {
             next_tick: Duration::ZERO,
             panic_since: None,
             max_panic_pods: 0,
+            recent: VecDeque::new(),
             panic_ticks: 0,
         }
     }
@@ -404,7 +566,21 @@ impl Kpa {
         } else {
             desired
         };
-        desired.clamp(self.min_replicas, self.max_replicas)
+        let desired = desired.clamp(self.min_replicas, self.max_replicas);
+        if self.settings.scale_down_delay.is_zero() {
+            return desired;
+        }
+        // Knative's delay window: the highest decision within the delay is applied.
+        self.recent.push_back((now, desired));
+        let keep_from = now.checked_sub(self.settings.scale_down_delay);
+        while self
+            .recent
+            .front()
+            .is_some_and(|(t, _)| keep_from.is_some_and(|f| *t <= f))
+        {
+            self.recent.pop_front();
+        }
+        self.recent.iter().map(|r| r.1).max().unwrap_or(desired)
     }
 }
 
@@ -427,6 +603,166 @@ impl Autoscaler for Kpa {
         }
         Some(self.decide(now, concurrency as f64, ready))
     }
+}
+
+/// Settings of AIBrix's APA (its documented defaults: tolerances 10 %, up rate 2, down rate
+/// 2, no scale-up cooldown, a 300 s scale-down cooldown), on a per-pod concurrency metric
+/// (running plus waiting requests), evaluated every `tick` on the mean over `window`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApaSettings {
+    /// Target concurrency per pod.
+    pub target: f64,
+    /// `up fluctuation tolerance`: no scale-up while use / target <= 1 + this.
+    pub up_tolerance: f64,
+    /// `down fluctuation tolerance`: no scale-down while use / target >= 1 - this.
+    pub down_tolerance: f64,
+    /// `max-scale-up-rate`: at most `ceil(rate x current)` pods.
+    pub max_scale_up_rate: f64,
+    /// `max-scale-down-rate`: at least `floor(current / rate)` pods.
+    pub max_scale_down_rate: f64,
+    /// Scale-down cooldown: a scale-down waits this long after the last change.
+    pub scale_down_cooldown: Duration,
+    /// How often the autoscaler computes.
+    pub tick: Duration,
+    /// The window the per-pod metric is averaged over.
+    pub window: Duration,
+}
+
+/// The per-pod concurrency target `apa` uses when none is given (as `kpa`'s effective target
+/// at Knative's 70 %, rounded).
+pub const APA_DEFAULT_TARGET: f64 = 128.0;
+
+impl ApaSettings {
+    /// AIBrix's defaults with the given per-pod target.
+    pub fn with_target(target: f64) -> Self {
+        Self {
+            target,
+            up_tolerance: 0.1,
+            down_tolerance: 0.1,
+            max_scale_up_rate: 2.0,
+            max_scale_down_rate: 2.0,
+            scale_down_cooldown: Duration::from_secs(300),
+            tick: Duration::from_secs(15),
+            window: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Default for ApaSettings {
+    fn default() -> Self {
+        Self::with_target(APA_DEFAULT_TARGET)
+    }
+}
+
+/// AIBrix's APA (adaptive pod autoscaler): when the per-pod metric exceeds the target by more
+/// than the up tolerance it asks for `ceil(current x use / target)`, at most `max-scale-up-rate`
+/// times the current count; below the down tolerance likewise down, at least `current /
+/// max-scale-down-rate`; otherwise it keeps the count. It actuates the Deployment directly.
+#[derive(Debug, Clone)]
+pub struct Apa {
+    settings: ApaSettings,
+    min_replicas: u32,
+    max_replicas: u32,
+    samples: VecDeque<(Duration, f64)>,
+    next_tick: Duration,
+    last_change: Duration,
+}
+
+impl Apa {
+    /// An APA with these settings and bounds.
+    pub fn new(settings: ApaSettings, min_replicas: u32, max_replicas: u32) -> Self {
+        Self {
+            settings,
+            min_replicas,
+            max_replicas,
+            samples: VecDeque::new(),
+            next_tick: Duration::ZERO,
+            last_change: Duration::ZERO,
+        }
+    }
+
+    /// One computation: `use_per_pod` sampled at `now` over `current` pods.
+    pub fn decide(&mut self, now: Duration, use_per_pod: f64, current: u32) -> u32 {
+        self.samples.push_back((now, use_per_pod));
+        let keep_from = now.checked_sub(self.settings.window);
+        while self
+            .samples
+            .front()
+            .is_some_and(|(t, _)| keep_from.is_some_and(|f| *t <= f))
+        {
+            self.samples.pop_front();
+        }
+        let mean = self.samples.iter().map(|s| s.1).sum::<f64>() / self.samples.len() as f64;
+        let current_f = f64::from(current.max(1));
+        let ratio = mean / self.settings.target;
+        let wanted = if ratio > 1.0 + self.settings.up_tolerance {
+            let cap = (self.settings.max_scale_up_rate * current_f).ceil();
+            (current_f * ratio).ceil().min(cap)
+        } else if ratio < 1.0 - self.settings.down_tolerance {
+            if now < self.last_change + self.settings.scale_down_cooldown {
+                current_f
+            } else {
+                let floor = (current_f / self.settings.max_scale_down_rate).floor();
+                (current_f * ratio).ceil().max(floor)
+            }
+        } else {
+            current_f
+        };
+        let wanted = (wanted as u32).clamp(self.min_replicas, self.max_replicas);
+        if wanted != current {
+            self.last_change = now;
+        }
+        wanted
+    }
+}
+
+impl Autoscaler for Apa {
+    fn next_wake(&self) -> Option<Duration> {
+        Some(self.next_tick)
+    }
+
+    fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
+        if self.next_tick > now {
+            return None;
+        }
+        self.next_tick += self.settings.tick;
+        let mut ready = 0u32;
+        let mut in_flight = 0usize;
+        for replica in fleet.ready() {
+            let gauges = replica.engine.published_gauges();
+            in_flight += gauges.running + gauges.waiting;
+            ready += 1;
+        }
+        let per_pod = in_flight as f64 / f64::from(ready.max(1));
+        Some(self.decide(now, per_pod, fleet.desired()))
+    }
+}
+
+/// The fluid lower bound on GPU-hours for serving `requests`: every step of the engine model
+/// costs `base + tokens x per_token + context x per_context` (x slowdown), so serving a request
+/// costs at least its `prompt + output - 1` scheduled tokens, `(output - 1) x prompt` tokens of
+/// decode-time context, and a `1 / max_num_seqs` share of the fixed cost of the `output` steps
+/// it takes part in. The sum, in replica-hours, is below what any plan that serves every
+/// request spends (it ignores queueing, start-up, idle capacity and the SLO). A plan that lets
+/// requests time out or be refused does less work and may spend less.
+pub fn fluid_lower_bound_hours(
+    requests: &[TraceRequest],
+    engine: &vllm_emulator::EngineConfig,
+) -> f64 {
+    let mut seconds = 0.0;
+    let seqs = f64::from(engine.max_num_seqs.max(1));
+    let fits = |r: &&TraceRequest| {
+        u64::from(r.prompt_tokens.max(1)) + u64::from(r.output_tokens.max(1))
+            <= u64::from(engine.max_model_len)
+    };
+    for r in requests.iter().filter(fits) {
+        let p = f64::from(r.prompt_tokens.max(1));
+        let o = f64::from(r.output_tokens.max(1));
+        seconds += (p + o - 1.0) * engine.per_token_seconds
+            + (o - 1.0) * p * engine.per_context_token_seconds
+            + o * engine.step_base_seconds / seqs;
+    }
+    seconds * engine.slowdown / 3600.0
 }
 
 /// A fixed fleet.
@@ -690,6 +1026,99 @@ mod tests {
         // No ready replicas count as one (Knative's rule), so scale-up is not stuck at zero.
         let mut k = kpa(1, 20);
         assert_eq!(k.decide(secs(0), 50.0, 0), 5);
+    }
+
+    #[test]
+    fn the_scale_down_delay_holds_the_highest_decision_of_its_window() {
+        let mut k = Kpa::new(
+            KpaSettings {
+                utilisation: 1.0,
+                scale_down_delay: secs(120),
+                ..KpaSettings::with_windows(10.0, secs(10), secs(120))
+            },
+            1,
+            20,
+            1,
+        );
+        // 80 in flight over 8 ready: 8 replicas.
+        for i in 0..10u64 {
+            assert_eq!(k.decide(secs(2 * i), 80.0, 8), 8);
+        }
+        // Load drops to 20: the stable window soon says 2, the delay keeps 8 for 120 s.
+        let mut first_lower = None;
+        for i in 10..120u64 {
+            let d = k.decide(secs(2 * i), 20.0, 8);
+            if d < 8 && first_lower.is_none() {
+                first_lower = Some(2 * i);
+            }
+        }
+        let at = first_lower.expect("scales down after the delay");
+        // The last 8 was decided at 18 s or a little later (while the window still held 80).
+        assert!((138..=150).contains(&at), "{at}");
+    }
+
+    #[test]
+    fn apa_follows_its_tolerances_rates_and_cooldown() {
+        let mut a = Apa::new(
+            ApaSettings {
+                window: secs(1),
+                ..ApaSettings::with_target(10.0)
+            },
+            1,
+            50,
+        );
+        // Within +10 %: keep.
+        assert_eq!(a.decide(secs(0), 10.9, 4), 4);
+        // 25 per pod over 4: ceil(4 x 2.5) = 10, capped at 2 x 4 = 8.
+        assert_eq!(a.decide(secs(15), 25.0, 4), 8);
+        // 12 per pod over 8: ratio 1.2 -> ceil(9.6) = 10.
+        assert_eq!(a.decide(secs(30), 12.0, 8), 10);
+        // Within -10 %: keep.
+        assert_eq!(a.decide(secs(45), 9.1, 10), 10);
+        // Low, but within the 300 s scale-down cooldown of the last change (30 s): keep.
+        assert_eq!(a.decide(secs(60), 1.0, 10), 10);
+        // After the cooldown: ceil(10 x 0.1) = 1, bounded by 10 / 2 = 5.
+        assert_eq!(a.decide(secs(400), 1.0, 10), 5);
+        // Bounds hold.
+        let mut b = Apa::new(
+            ApaSettings {
+                window: secs(1),
+                ..ApaSettings::with_target(10.0)
+            },
+            2,
+            6,
+        );
+        assert_eq!(b.decide(secs(0), 100.0, 4), 6);
+    }
+
+    #[test]
+    fn the_fluid_bound_is_below_a_saturated_replica_and_skips_refused_requests() {
+        let engine = vllm_emulator::EngineConfig::default();
+        let shape = RequestShape {
+            prompt_tokens: 512,
+            output_tokens: 128,
+        };
+        let per_request = 1.0 / engine.predicted_saturation(shape).requests_per_second;
+        let requests: Vec<TraceRequest> = (0..1000)
+            .map(|i| TraceRequest {
+                arrival: Duration::from_millis(i),
+                prompt_tokens: 512,
+                output_tokens: 128,
+            })
+            .collect();
+        let bound = fluid_lower_bound_hours(&requests, &engine) * 3600.0;
+        let saturated = per_request * 1000.0;
+        // Below the closed-form saturation cost, but of the same order.
+        assert!(
+            bound < saturated && bound > 0.5 * saturated,
+            "{bound} {saturated}"
+        );
+        let too_long = TraceRequest {
+            arrival: Duration::ZERO,
+            prompt_tokens: engine.max_model_len,
+            output_tokens: 10,
+        };
+        assert_eq!(fluid_lower_bound_hours(&[too_long], &engine), 0.0);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use crate::trace::TraceRequest;
-use vllm_emulator::{Engine, EngineConfig, Event, RequestSpec};
+use vllm_emulator::{Engine, EngineConfig, Event, RequestId, RequestSpec, SplitMix64};
 
 use super::report::{RequestOutcome, ScaleEvent};
 
@@ -19,8 +19,18 @@ use super::report::{RequestOutcome, ScaleEvent};
 pub struct FleetSettings {
     /// The engine model of every replica.
     pub engine: EngineConfig,
-    /// From a replica being asked for to it serving (weights, CUDA graphs: 2-10 min).
+    /// From a replica being asked for to it serving (weights, CUDA graphs: 2-10 min), when
+    /// `startup_spread` is [`StartupSpread::Fixed`]; the planning value of the clairvoyant
+    /// planner otherwise.
     pub startup_delay: Duration,
+    /// How start-up delays are drawn.
+    pub startup_spread: StartupSpread,
+    /// Seed of the start-up draws: the k-th replica asked for gets the k-th draw, whatever the
+    /// policy, so every policy meets the same sequence of delays.
+    pub startup_seed: u64,
+    /// A client gives up this long after its request arrived: the request is a miss and the
+    /// engine aborts it (as vLLM does on disconnect). None: clients wait forever.
+    pub client_timeout: Option<Duration>,
     /// How often the time series for plots is sampled.
     pub sample_interval: Duration,
     /// How long after the last arrival the run goes on so requests in flight can finish.
@@ -32,8 +42,67 @@ impl Default for FleetSettings {
         Self {
             engine: EngineConfig::default(),
             startup_delay: Duration::from_secs(300),
+            startup_spread: StartupSpread::Fixed,
+            startup_seed: 1,
+            client_timeout: None,
             sample_interval: Duration::from_secs(10),
             drain_limit: Duration::from_secs(900),
+        }
+    }
+}
+
+/// How replica start-up delays are distributed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StartupSpread {
+    /// Every replica takes `startup_delay`.
+    Fixed,
+    /// Uniform in [low, high] seconds.
+    Uniform {
+        /// Shortest delay, seconds.
+        low: f64,
+        /// Longest delay, seconds.
+        high: f64,
+    },
+    /// Log-normal with this median (seconds) and log-space standard deviation.
+    LogNormal {
+        /// Median delay, seconds.
+        median: f64,
+        /// Standard deviation of the delay's logarithm.
+        sigma: f64,
+    },
+}
+
+impl StartupSpread {
+    /// The `n` first delays drawn from `seed` (`fixed` for [`StartupSpread::Fixed`]).
+    pub fn draws(&self, fixed: Duration, seed: u64, n: usize) -> Vec<Duration> {
+        // A stream of its own, so start-up draws never shift the arrival process's.
+        let mut rng = SplitMix64::new(seed ^ 0x5354_4152_5455_5021);
+        (0..n)
+            .map(|_| match *self {
+                Self::Fixed => fixed,
+                Self::Uniform { low, high } => {
+                    Duration::from_secs_f64(low + (high - low) * rng.next_f64())
+                }
+                Self::LogNormal { median, sigma } => {
+                    // Box-Muller from two uniforms.
+                    let u1 = rng.next_f64().max(1e-12);
+                    let u2 = rng.next_f64();
+                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                    Duration::from_secs_f64((median * (sigma * z).exp()).min(86_400.0))
+                }
+            })
+            .collect()
+    }
+
+    /// A delay a planner that must not be late would plan with: the fixed delay, the longest
+    /// uniform draw, or the log-normal's 95th percentile.
+    pub fn planning_delay(&self, fixed: Duration) -> Duration {
+        match *self {
+            Self::Fixed => fixed,
+            Self::Uniform { high, .. } => Duration::from_secs_f64(high),
+            Self::LogNormal { median, sigma } => {
+                Duration::from_secs_f64((median * (1.645 * sigma).exp()).min(86_400.0))
+            }
         }
     }
 }
@@ -78,6 +147,10 @@ pub struct VirtualFleet {
     round_robin: usize,
     gateway: VecDeque<usize>,
     in_flight: HashMap<(u64, u64), usize>,
+    /// Where each routed, unfinished request runs: (replica slot, engine request id).
+    placed: HashMap<usize, (usize, RequestId)>,
+    startup_draws: Vec<Duration>,
+    started: usize,
     outcomes: Vec<RequestOutcome>,
     prompt_tokens: Vec<u32>,
     events: Vec<Event>,
@@ -94,6 +167,9 @@ impl VirtualFleet {
             round_robin: 0,
             gateway: VecDeque::new(),
             in_flight: HashMap::new(),
+            placed: HashMap::new(),
+            startup_draws: Vec::new(),
+            started: 0,
             outcomes: requests
                 .iter()
                 .map(|r| RequestOutcome {
@@ -101,6 +177,8 @@ impl VirtualFleet {
                     first_token: None,
                     finished: None,
                     output_tokens: r.output_tokens,
+                    timed_out: false,
+                    rejected: false,
                 })
                 .collect(),
             prompt_tokens: requests.iter().map(|r| r.prompt_tokens).collect(),
@@ -141,7 +219,27 @@ impl VirtualFleet {
         &self.settings.engine
     }
 
+    /// The start-up delay of the next replica asked for (the k-th draw for the k-th).
+    fn next_startup_delay(&mut self) -> Duration {
+        if self.started >= self.startup_draws.len() {
+            let n = (self.startup_draws.len() * 2).max(64);
+            self.startup_draws = self.settings.startup_spread.draws(
+                self.settings.startup_delay,
+                self.settings.startup_seed,
+                n,
+            );
+        }
+        let d = self.startup_draws[self.started];
+        self.started += 1;
+        d
+    }
+
     fn add_replica(&mut self, now: Duration, ready: bool) {
+        let delay = if ready {
+            Duration::ZERO
+        } else {
+            self.next_startup_delay()
+        };
         let id = self.next_id;
         self.next_id += 1;
         let engine = Engine::new(self.settings.engine.clone())
@@ -154,7 +252,7 @@ impl VirtualFleet {
                 ReplicaState::Ready
             } else {
                 ReplicaState::Starting {
-                    ready_at: now + self.settings.startup_delay,
+                    ready_at: now + delay,
                 }
             },
             created: now,
@@ -207,8 +305,17 @@ impl VirtualFleet {
         let prompt = self.prompt_tokens[index];
         let replica = &mut self.replicas[slot];
         let spec = RequestSpec::new(prompt.max(1), outcome.output_tokens.max(1));
-        if let Ok(id) = replica.engine.add_request(now, spec) {
-            self.in_flight.insert((replica.id, id), index);
+        match replica.engine.add_request(now, spec) {
+            Ok(id) => {
+                self.in_flight.insert((replica.id, id), index);
+                self.placed.insert(index, (slot, id));
+            }
+            Err(_) => {
+                // vLLM answers 400 at once (prompt plus output beyond max_model_len).
+                let outcome = &mut self.outcomes[index];
+                outcome.rejected = true;
+                outcome.finished = Some(now);
+            }
         }
         true
     }
@@ -222,6 +329,7 @@ impl VirtualFleet {
             if let Event::Finished(record) = event {
                 last_finish = Some(record.finished);
                 if let Some(index) = self.in_flight.remove(&(replica_id, record.id)) {
+                    self.placed.remove(&index);
                     let outcome = &mut self.outcomes[index];
                     outcome.first_token = record.first_token;
                     outcome.finished = Some(record.finished);
@@ -285,6 +393,35 @@ impl VirtualFleet {
                 .sum::<usize>()
     }
 
+    /// Request `index`'s client gives up at `now`: a request still at the gateway leaves it,
+    /// one in an engine is aborted there (unless it finished by `now`).
+    fn time_out(&mut self, now: Duration, index: usize) {
+        if self.outcomes[index].finished.is_some() {
+            return;
+        }
+        if let Some(&(slot, id)) = self.placed.get(&index) {
+            self.collect(slot, now);
+            if self.outcomes[index].finished.is_some() {
+                return;
+            }
+            let replica_id = self.replicas[slot].id;
+            self.replicas[slot].engine.abort(now, id);
+            self.in_flight.remove(&(replica_id, id));
+            self.placed.remove(&index);
+            // The abort may leave a draining replica empty.
+            self.collect(slot, now);
+        } else if self.gateway.front() == Some(&index) {
+            self.gateway.pop_front();
+        } else if let Some(pos) = self.gateway.iter().position(|&i| i == index) {
+            self.gateway.remove(pos);
+        } else {
+            return;
+        }
+        let outcome = &mut self.outcomes[index];
+        outcome.timed_out = true;
+        outcome.finished = Some(now);
+    }
+
     fn idle(&self) -> bool {
         self.in_flight.is_empty() && self.gateway.is_empty()
     }
@@ -319,8 +456,11 @@ pub struct SeriesPoint {
 pub struct RunResult {
     /// Per request, in trace order.
     pub outcomes: Vec<RequestOutcome>,
-    /// Replica-seconds over the trace's span, counting starting and draining replicas.
+    /// Replica-seconds from the start until the fleet's work is done (the last request
+    /// finished or gave up), counting starting replicas and draining ones until they drain.
     pub replica_seconds: f64,
+    /// When the run's work was done (at least the last arrival).
+    pub end: Duration,
     /// Changes of the replica count asked for.
     pub events: Vec<ScaleEvent>,
     /// Time series for plots.
@@ -328,8 +468,10 @@ pub struct RunResult {
 }
 
 /// Replays `requests` (sorted by arrival) through a fleet of `initial` ready replicas under
-/// `controller`, in virtual time, until every request finished or `drain_limit` after the
-/// last arrival. GPU time is billed over [0, last arrival].
+/// `controller`, in virtual time, until every request finished (or gave up) or `drain_limit`
+/// after the last arrival. GPU time is billed from the start until the work is done: a replica
+/// until it ended (a draining one until it drained), a live one until the last request
+/// finished.
 pub fn run(
     requests: &[TraceRequest],
     settings: &FleetSettings,
@@ -344,8 +486,14 @@ pub fn run(
     let mut next_arrival = 0usize;
     let mut next_sample = Duration::ZERO;
     let mut arrivals_since_sample = 0usize;
+    let timeout = settings.client_timeout;
+    let mut next_timeout = 0usize;
     loop {
+        let deadline = timeout.and_then(|t| {
+            (next_timeout < next_arrival).then(|| requests[next_timeout].arrival + t)
+        });
         let candidates = [
+            deadline,
             requests.get(next_arrival).map(|r| r.arrival),
             fleet.next_ready_at(),
             controller.next_wake(),
@@ -358,6 +506,12 @@ pub fn run(
             break;
         }
         fleet.promote(now);
+        if let Some(t) = timeout {
+            while next_timeout < next_arrival && requests[next_timeout].arrival + t <= now {
+                fleet.time_out(now, next_timeout);
+                next_timeout += 1;
+            }
+        }
         while requests.get(next_arrival).is_some_and(|r| r.arrival <= now) {
             if !fleet.route(now, next_arrival) {
                 fleet.gateway.push_back(next_arrival);
@@ -391,18 +545,27 @@ pub fn run(
             next_sample += settings.sample_interval;
         }
     }
-    fleet.advance_all(end.min(horizon + settings.drain_limit));
+    fleet.advance_all(end);
+    let done = fleet
+        .outcomes
+        .iter()
+        .map(|o| o.finished.unwrap_or(end))
+        .max()
+        .unwrap_or(horizon)
+        .max(horizon)
+        .min(end);
     let replica_seconds = fleet
         .replicas
         .iter()
         .map(|r| {
-            let stop = r.ended.unwrap_or(horizon).min(horizon);
+            let stop = r.ended.unwrap_or(done).min(done);
             stop.saturating_sub(r.created).as_secs_f64()
         })
         .sum();
     RunResult {
         outcomes: fleet.outcomes,
         replica_seconds,
+        end: done,
         events,
         series,
     }

@@ -15,6 +15,7 @@ pub mod prometheus;
 pub mod report;
 pub mod scenario;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,19 +27,24 @@ use vllm_emulator::EngineConfig;
 use vllm_keda_core::config::ScalerConfig;
 
 use controllers::{
-    Kpa, KpaSettings, Oracle, OracleSettings, Ours, PrometheusKeda, PrometheusKedaSettings, Static,
+    Apa, ApaSettings, Kpa, KpaSettings, Oracle, OracleSettings, Ours, PrometheusKeda,
+    PrometheusKedaSettings, PrometheusKedaTuned, PrometheusKedaTunedSettings, Static,
 };
-use fleet::{Autoscaler, FleetSettings, RunResult};
+use fleet::{Autoscaler, FleetSettings, RunResult, StartupSpread};
 use report::{PolicyReport, SloTargets};
 use scenario::Scenario;
 
 /// What `simulate` replays and compares. [`Default`] is the command line's defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimulateOptions {
-    /// Traces to replay: files (Azure 2023 CSV or Mooncake JSONL) or built-in scenarios:
-    /// azure-code, azure-conv, mooncake (bundled traces) or step (the guide's load test).
+    /// Traces to replay: files (Azure 2023 CSV or Mooncake JSONL), built-in scenarios
+    /// (azure-code, azure-conv, mooncake, step), generated scenarios, or `poisson:NAME`.
     pub traces: Vec<String>,
-    /// Multiply the trace's request rate (requests are replicated).
+    /// Replay a named set of generated scenarios (`training` or `held-out`) instead of
+    /// `traces`.
+    pub scenario_set: Option<String>,
+    /// Multiply the trace's request rate (requests are replicated; a generated scenario's
+    /// curve is multiplied).
     pub rate_multiplier: f64,
     /// Divide the trace's timestamps (same requests, faster).
     pub time_compression: f64,
@@ -52,9 +58,14 @@ pub struct SimulateOptions {
     pub min_replicas: u32,
     /// Highest replica count for every policy.
     pub max_replicas: u32,
-    /// Seconds from asking for a replica to it serving.
-    pub startup_delay_seconds: f64,
-    /// Prometheus scrape interval of the prometheus-keda chain.
+    /// Seconds from asking for a replica to it serving: `300`, a uniform range `120..600`,
+    /// or `lognormal:MEDIAN:SIGMA`.
+    pub startup_delay: String,
+    /// A client gives up after this many seconds (the request is a miss and is aborted).
+    pub client_timeout_seconds: Option<f64>,
+    /// The engine profile every replica runs ([`vllm_emulator::EngineConfig::profile`]).
+    pub engine: String,
+    /// Prometheus scrape interval of the prometheus-keda chains.
     pub prometheus_scrape_seconds: f64,
     /// SLO: time to first token, seconds.
     pub ttft_slo_seconds: f64,
@@ -62,11 +73,20 @@ pub struct SimulateOptions {
     pub tpot_slo_seconds: f64,
     /// End-to-end target reported beside the SLO, seconds.
     pub e2e_slo_seconds: f64,
-    /// Seed of the arrival jitter given to requests replicated by `rate_multiplier`.
+    /// The SLO attainment `static:best` and `clairvoyant` aim at (0..1).
+    pub slo_target: f64,
+    /// Seed of the arrival process (generated and `poisson:` scenarios), the jitter of
+    /// replicated requests, and the start-up draws.
     pub seed: u64,
-    /// Print one JSON list (one object per policy and scenario) instead of Markdown.
+    /// Several seeds (each a run of every policy); the tables show mean and spread. Empty:
+    /// `seed` alone.
+    pub seeds: Vec<u64>,
+    /// Also run each policy family's knob sweep and draw the SLO-attainment / GPU-hours
+    /// Pareto plot per scenario (needs `out`).
+    pub sweep: bool,
+    /// Print one JSON list (one object per policy, scenario and seed) instead of Markdown.
     pub json: bool,
-    /// Write report.md, report.json and one SVG plot per scenario into this directory.
+    /// Write report.md, report.json and the SVG plots into this directory.
     pub out: Option<PathBuf>,
 }
 
@@ -74,92 +94,361 @@ impl Default for SimulateOptions {
     fn default() -> Self {
         Self {
             traces: vec!["azure-conv".to_owned()],
+            scenario_set: None,
             rate_multiplier: 1.0,
             time_compression: 1.0,
             duration_seconds: None,
-            policies: ["ours", "prometheus-keda", "static:4", "oracle"]
+            policies: ["ours", "prometheus-keda", "static:4", "clairvoyant"]
                 .map(str::to_owned)
                 .to_vec(),
             metadata: Vec::new(),
             min_replicas: 1,
             max_replicas: 20,
-            startup_delay_seconds: 300.0,
+            startup_delay: "300".to_owned(),
+            client_timeout_seconds: None,
+            engine: vllm_emulator::DEFAULT_PROFILE.to_owned(),
             prometheus_scrape_seconds: 15.0,
             ttft_slo_seconds: 2.0,
             tpot_slo_seconds: 0.1,
             e2e_slo_seconds: 5.0,
+            slo_target: 0.99,
             seed: 1,
+            seeds: Vec::new(),
+            sweep: false,
             json: false,
             out: None,
         }
     }
 }
 
+/// Reads `--startup-delay-seconds`: `S`, `LOW..HIGH` (uniform) or `lognormal:MEDIAN:SIGMA`.
+pub fn parse_startup(text: &str) -> anyhow::Result<(Duration, StartupSpread)> {
+    let text = text.trim();
+    let secs = |v: &str| -> anyhow::Result<f64> {
+        v.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && (0.0..=86_400.0).contains(s))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--startup-delay-seconds {text:?}: expected seconds from 0 to 86400 (S), \
+                     a uniform range LOW..HIGH, or lognormal:MEDIAN:SIGMA"
+                )
+            })
+    };
+    if let Some(rest) = text.strip_prefix("lognormal:") {
+        let (median, sigma) = rest.split_once(':').ok_or_else(|| {
+            anyhow::anyhow!("--startup-delay-seconds {text:?}: expected lognormal:MEDIAN:SIGMA")
+        })?;
+        let median = secs(median)?;
+        let sigma: f64 = sigma
+            .trim()
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && (0.0..=3.0).contains(s))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--startup-delay-seconds {text:?}: SIGMA must be a number from 0 to 3"
+                )
+            })?;
+        return Ok((
+            Duration::from_secs_f64(median),
+            StartupSpread::LogNormal { median, sigma },
+        ));
+    }
+    if let Some((low, high)) = text.split_once("..") {
+        let (low, high) = (secs(low)?, secs(high)?);
+        if low > high {
+            anyhow::bail!("--startup-delay-seconds {text:?}: LOW must not exceed HIGH");
+        }
+        return Ok((
+            Duration::from_secs_f64((low + high) / 2.0),
+            StartupSpread::Uniform { low, high },
+        ));
+    }
+    Ok((Duration::from_secs_f64(secs(text)?), StartupSpread::Fixed))
+}
+
 /// One policy to run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PolicySpec {
-    /// Our scaler with the given metadata.
+    /// Our scaler with the simulation's metadata.
     Ours,
+    /// Our scaler with these metadata keys set over the simulation's (`ours:KEY=VALUE:...`).
+    OursWith(Vec<(String, String)>),
     /// The source guide's Prometheus + KEDA setup.
     PrometheusKeda,
+    /// The same chain as an expert would configure it.
+    PrometheusKedaTuned(PrometheusKedaTunedSettings),
     /// The Knative Pod Autoscaler with this concurrency target per replica (before Knative's
     /// 70 % target utilisation).
     Kpa(f64),
+    /// The Knative Pod Autoscaler with a target, a stable window and a scale-down delay.
+    KpaWith(KpaSettings),
+    /// AIBrix's APA.
+    Apa(ApaSettings),
     /// A fixed fleet of N.
     Static(u32),
-    /// The future-knowing reference.
-    Oracle,
+    /// The smallest static fleet meeting the SLO target in hindsight (else the best one).
+    StaticBest,
+    /// The future-knowing reference planner (`oracle` is an alias).
+    Clairvoyant,
 }
 
+/// A policy's positional knob (if any) and its `k=v` knobs.
+type Knobs<'a> = (Option<&'a str>, Vec<(&'a str, &'a str)>);
+
+/// Splits `NAME:A:k=v:...` into the positional value (if any) and the `k=v` pairs.
+fn knobs<'a>(text: &'a str, rest: &'a str) -> anyhow::Result<Knobs<'a>> {
+    let mut positional = None;
+    let mut pairs = Vec::new();
+    for (i, part) in rest.split(':').enumerate() {
+        if let Some((k, v)) = part.split_once('=') {
+            pairs.push((k.trim(), v.trim()));
+        } else if i == 0 && !part.trim().is_empty() {
+            positional = Some(part.trim());
+        } else {
+            anyhow::bail!(
+                "--policies {text:?}: expected KEY=VALUE after the first ':' field, got {part:?}"
+            );
+        }
+    }
+    Ok((positional, pairs))
+}
+
+fn positive_number(text: &str, what: &str, v: &str) -> anyhow::Result<f64> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .ok_or_else(|| {
+            anyhow::anyhow!("--policies {text:?}: {what} must be a positive number, got {v:?}")
+        })
+}
+
+fn non_negative_number(text: &str, what: &str, v: &str) -> anyhow::Result<f64> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--policies {text:?}: {what} must be zero or a positive number, got {v:?}"
+            )
+        })
+}
+
+fn fmt_num(v: f64) -> String {
+    format!("{v}")
+}
+
+const POLICY_HELP: &str = "ours, ours:KEY=VALUE[:...], prometheus-keda, prometheus-keda-tuned[:IN_FLIGHT][:ttft=S][:itl=S], kpa, kpa:TARGET[:stable=S][:delay=S], apa[:TARGET][:up=F][:down=F][:uprate=F][:downrate=F], static:N, static:best, clairvoyant (alias oracle)";
+
 impl PolicySpec {
-    /// Parses `ours`, `prometheus-keda`, `kpa`, `kpa:TARGET`, `static:N`, `oracle`.
+    /// Parses a policy: see [`POLICY_HELP`] for the forms.
     pub fn parse(text: &str) -> anyhow::Result<Self> {
-        match text.trim() {
-            "ours" => Ok(Self::Ours),
-            "prometheus-keda" => Ok(Self::PrometheusKeda),
-            "oracle" => Ok(Self::Oracle),
-            "kpa" => Ok(Self::Kpa(controllers::KPA_DEFAULT_TARGET)),
-            other => {
-                if let Some(t) = other.strip_prefix("kpa:") {
-                    let t: f64 = t
-                        .parse()
-                        .ok()
-                        .filter(|t: &f64| t.is_finite() && *t > 0.0)
-                        .ok_or_else(|| {
-                            anyhow::anyhow!(
-                                "--policies {other:?}: expected kpa:TARGET with TARGET a positive number (in-flight requests per replica)"
-                            )
-                        })?;
-                    return Ok(Self::Kpa(t));
-                }
-                if let Some(n) = other.strip_prefix("static:") {
-                    let n: u32 = n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "--policies {other:?}: expected static:N with N a positive whole number"
-                        )
-                    })?;
-                    Ok(Self::Static(n))
-                } else {
-                    anyhow::bail!(
-                        "--policies {other:?}: unknown policy; expected ours, prometheus-keda, kpa, kpa:TARGET, static:N or oracle"
-                    )
-                }
+        let t = text.trim();
+        match t {
+            "ours" => return Ok(Self::Ours),
+            "prometheus-keda" => return Ok(Self::PrometheusKeda),
+            "oracle" | "clairvoyant" => return Ok(Self::Clairvoyant),
+            "static:best" => return Ok(Self::StaticBest),
+            "kpa" => return Ok(Self::Kpa(controllers::KPA_DEFAULT_TARGET)),
+            "prometheus-keda-tuned" => {
+                return Ok(Self::PrometheusKedaTuned(
+                    PrometheusKedaTunedSettings::default(),
+                ));
             }
+            "apa" => return Ok(Self::Apa(ApaSettings::default())),
+            _ => {}
+        }
+        let (name, rest) = t.split_once(':').unwrap_or((t, ""));
+        if t.contains(':') && rest.trim().is_empty() {
+            anyhow::bail!("--policies {text:?}: nothing after ':'; expected {POLICY_HELP}");
+        }
+        match name {
+            "ours" => {
+                let (pos, pairs) = knobs(text, rest)?;
+                if pos.is_some() || pairs.is_empty() {
+                    anyhow::bail!("--policies {text:?}: expected ours:KEY=VALUE[:KEY=VALUE...]");
+                }
+                Ok(Self::OursWith(
+                    pairs
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ))
+            }
+            "kpa" => {
+                let (pos, pairs) = knobs(text, rest)?;
+                let target = match pos {
+                    Some(v) => positive_number(text, "TARGET (in-flight requests per replica)", v)?,
+                    None => controllers::KPA_DEFAULT_TARGET,
+                };
+                if pairs.is_empty() {
+                    return Ok(Self::Kpa(target));
+                }
+                let mut settings = KpaSettings::with_target(target);
+                for (k, v) in pairs {
+                    match k {
+                        "stable" => {
+                            let s = positive_number(text, "stable (seconds)", v)?;
+                            settings.stable_window = Duration::from_secs_f64(s);
+                            settings.panic_window = Duration::from_secs_f64(s * 0.1);
+                        }
+                        "delay" => {
+                            settings.scale_down_delay = Duration::from_secs_f64(
+                                non_negative_number(text, "delay (seconds)", v)?,
+                            );
+                        }
+                        other => anyhow::bail!(
+                            "--policies {text:?}: unknown kpa knob {other:?}; expected stable or delay"
+                        ),
+                    }
+                }
+                Ok(Self::KpaWith(settings))
+            }
+            "apa" => {
+                let (pos, pairs) = knobs(text, rest)?;
+                let mut settings = ApaSettings::default();
+                if let Some(v) = pos {
+                    settings.target =
+                        positive_number(text, "TARGET (in-flight requests per pod)", v)?;
+                }
+                for (k, v) in pairs {
+                    match k {
+                        "up" => settings.up_tolerance = non_negative_number(text, "up", v)?,
+                        "down" => {
+                            settings.down_tolerance = non_negative_number(text, "down", v)?.min(1.0)
+                        }
+                        "uprate" => {
+                            settings.max_scale_up_rate =
+                                positive_number(text, "uprate", v)?.max(1.0)
+                        }
+                        "downrate" => {
+                            settings.max_scale_down_rate =
+                                positive_number(text, "downrate", v)?.max(1.0)
+                        }
+                        other => anyhow::bail!(
+                            "--policies {text:?}: unknown apa knob {other:?}; expected up, down, uprate or downrate"
+                        ),
+                    }
+                }
+                Ok(Self::Apa(settings))
+            }
+            "prometheus-keda-tuned" => {
+                let (pos, pairs) = knobs(text, rest)?;
+                let mut settings = PrometheusKedaTunedSettings::default();
+                if let Some(v) = pos {
+                    settings.in_flight_per_replica =
+                        positive_number(text, "IN_FLIGHT (running + waiting per replica)", v)?;
+                }
+                for (k, v) in pairs {
+                    match k {
+                        "ttft" => {
+                            settings.ttft_threshold = positive_number(text, "ttft (seconds)", v)?
+                        }
+                        "itl" => {
+                            settings.itl_threshold = positive_number(text, "itl (seconds)", v)?
+                        }
+                        other => anyhow::bail!(
+                            "--policies {text:?}: unknown prometheus-keda-tuned knob {other:?}; expected ttft or itl"
+                        ),
+                    }
+                }
+                Ok(Self::PrometheusKedaTuned(settings))
+            }
+            "static" => {
+                let n: u32 = rest.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--policies {text:?}: expected static:N with N a positive whole number, or static:best"
+                    )
+                })?;
+                Ok(Self::Static(n))
+            }
+            _ => anyhow::bail!("--policies {text:?}: unknown policy; expected {POLICY_HELP}"),
         }
     }
 
-    /// The name used in reports.
+    /// The name used in reports (parses back to the same policy).
     pub fn name(&self) -> String {
         match self {
             Self::Ours => "ours".into(),
+            Self::OursWith(pairs) => {
+                let mut out = "ours".to_string();
+                for (k, v) in pairs {
+                    out.push_str(&format!(":{k}={v}"));
+                }
+                out
+            }
             Self::PrometheusKeda => "prometheus-keda".into(),
+            Self::PrometheusKedaTuned(s) => {
+                let d = PrometheusKedaTunedSettings::default();
+                let mut out = "prometheus-keda-tuned".to_string();
+                if s.in_flight_per_replica != d.in_flight_per_replica {
+                    out.push_str(&format!(":{}", fmt_num(s.in_flight_per_replica)));
+                }
+                if s.ttft_threshold != d.ttft_threshold {
+                    out.push_str(&format!(":ttft={}", fmt_num(s.ttft_threshold)));
+                }
+                if s.itl_threshold != d.itl_threshold {
+                    out.push_str(&format!(":itl={}", fmt_num(s.itl_threshold)));
+                }
+                out
+            }
             Self::Kpa(t) if *t == controllers::KPA_DEFAULT_TARGET => "kpa".into(),
             Self::Kpa(t) => format!("kpa:{t}"),
+            Self::KpaWith(s) => format!(
+                "kpa:{}:stable={}:delay={}",
+                fmt_num(s.target),
+                fmt_num(s.stable_window.as_secs_f64()),
+                fmt_num(s.scale_down_delay.as_secs_f64())
+            ),
+            Self::Apa(s) => {
+                let d = ApaSettings::default();
+                let mut out = "apa".to_string();
+                if s.target != d.target {
+                    out.push_str(&format!(":{}", fmt_num(s.target)));
+                }
+                for (k, v, dv) in [
+                    ("up", s.up_tolerance, d.up_tolerance),
+                    ("down", s.down_tolerance, d.down_tolerance),
+                    ("uprate", s.max_scale_up_rate, d.max_scale_up_rate),
+                    ("downrate", s.max_scale_down_rate, d.max_scale_down_rate),
+                ] {
+                    if v != dv {
+                        out.push_str(&format!(":{k}={}", fmt_num(v)));
+                    }
+                }
+                out
+            }
             Self::Static(n) => format!("static:{n}"),
-            Self::Oracle => "oracle".into(),
+            Self::StaticBest => "static:best".into(),
+            Self::Clairvoyant => "clairvoyant".into(),
+        }
+    }
+
+    /// The policy family, for grouping sweep points into one Pareto curve.
+    pub fn family(&self) -> &'static str {
+        match self {
+            Self::Ours | Self::OursWith(_) => "ours",
+            Self::PrometheusKeda => "prometheus-keda",
+            Self::PrometheusKedaTuned(_) => "prometheus-keda-tuned",
+            Self::Kpa(_) => "kpa",
+            Self::KpaWith(_) => "kpa-delayed",
+            Self::Apa(_) => "apa",
+            Self::Static(_) | Self::StaticBest => "static",
+            Self::Clairvoyant => "clairvoyant",
         }
     }
 }
+
+/// Static runs already made, by scenario identity and fleet size (`static:best`, the
+/// clairvoyant planner and sweeps share them). The stored runs keep their series and events,
+/// not the per-request outcomes.
+#[derive(Debug, Clone, Default)]
+pub struct StaticRuns(RefCell<HashMap<StaticKey, (RunResult, PolicyReport)>>);
+
+/// A static run's identity: scenario name, request count, last arrival (ns), fleet size.
+type StaticKey = (String, usize, u128, u32);
 
 /// Everything a simulation needs besides the scenario.
 #[derive(Debug, Clone)]
@@ -168,6 +457,8 @@ pub struct Simulation {
     pub fleet: FleetSettings,
     /// Our scaler's validated configuration.
     pub ours: ScalerConfig,
+    /// The metadata `ours` was configured from (`ours:KEY=VALUE` policies override it).
+    pub ours_metadata: Vec<(String, String)>,
     /// The guide's chain settings.
     pub prometheus_keda: PrometheusKedaSettings,
     /// The oracle's planning settings.
@@ -178,6 +469,30 @@ pub struct Simulation {
     pub max_replicas: u32,
     /// The SLO.
     pub slo: SloTargets,
+    /// The SLO attainment `static:best` and `clairvoyant` aim at.
+    pub slo_target: f64,
+    /// The seed the scenario was drawn with, for reports.
+    pub seed: u64,
+    /// Static runs made so far.
+    pub static_runs: StaticRuns,
+}
+
+impl Default for Simulation {
+    fn default() -> Self {
+        Self {
+            fleet: FleetSettings::default(),
+            ours: Self::ours_config(&[], 1, 20).expect("the default metadata is valid"),
+            ours_metadata: Vec::new(),
+            prometheus_keda: PrometheusKedaSettings::default(),
+            oracle: OracleSettings::default(),
+            min_replicas: 1,
+            max_replicas: 20,
+            slo: SloTargets::default(),
+            slo_target: 0.99,
+            seed: 1,
+            static_runs: StaticRuns::default(),
+        }
+    }
 }
 
 impl Simulation {
@@ -198,34 +513,80 @@ impl Simulation {
         ScalerConfig::from_metadata(&map).context("--metadata for ours")
     }
 
+    /// The fluid lower bound on GPU-hours of a scenario (see
+    /// [`controllers::fluid_lower_bound_hours`]).
+    pub fn lower_bound_hours(&self, scenario: &Scenario) -> f64 {
+        controllers::fluid_lower_bound_hours(&scenario.requests, &self.fleet.engine)
+    }
+
+    fn oracle_for(&self, scenario: &Scenario, settings: &OracleSettings) -> Oracle {
+        Oracle::new(
+            &scenario.requests,
+            &self.fleet.engine,
+            settings,
+            self.fleet
+                .startup_spread
+                .planning_delay(self.fleet.startup_delay),
+            self.min_replicas,
+            self.max_replicas,
+        )
+    }
+
+    fn summarise(&self, name: &str, scenario: &Scenario, result: &RunResult) -> PolicyReport {
+        let mut report = report::summarise(
+            name,
+            &result.outcomes,
+            &self.slo,
+            result.replica_seconds,
+            result.events.clone(),
+            &scenario.load_steps,
+            result.end,
+        );
+        report.scenario = scenario.name.clone();
+        report.seed = self.seed;
+        report.gpu_hours_lower_bound = self.lower_bound_hours(scenario);
+        report
+    }
+
     /// Runs one policy on one scenario. Every autoscaled policy starts from the fleet the
-    /// scenario's opening minutes need (as the oracle plans it), so none is judged on a cold
-    /// start the others are spared.
+    /// scenario's opening minutes need (as the clairvoyant planner plans it), so none is judged
+    /// on a cold start the others are spared.
     pub fn run_policy(
         &self,
         scenario: &Scenario,
         policy: &PolicySpec,
-    ) -> (RunResult, PolicyReport) {
-        let requests = &scenario.requests;
-        let oracle = Oracle::new(
-            requests,
-            &self.fleet.engine,
-            &self.oracle,
-            self.fleet.startup_delay,
-            self.min_replicas,
-            self.max_replicas,
-        );
-        let opening = oracle.initial();
+    ) -> anyhow::Result<(RunResult, PolicyReport)> {
+        let opening = self.oracle_for(scenario, &self.oracle).initial();
         let (initial, mut controller): (u32, Box<dyn Autoscaler>) = match policy {
-            PolicySpec::Ours => {
-                let initial =
-                    opening.clamp(self.ours.policy.min_replicas, self.ours.policy.max_replicas);
-                (initial, Box::new(Ours::new(&self.ours, initial)))
+            PolicySpec::Ours | PolicySpec::OursWith(_) => {
+                let config = match policy {
+                    PolicySpec::OursWith(pairs) => {
+                        let mut metadata = self.ours_metadata.clone();
+                        metadata.extend(pairs.iter().cloned());
+                        Self::ours_config(&metadata, self.min_replicas, self.max_replicas)
+                            .with_context(|| format!("--policies {}", policy.name()))?
+                    }
+                    _ => self.ours.clone(),
+                };
+                let initial = opening.clamp(config.policy.min_replicas, config.policy.max_replicas);
+                (initial, Box::new(Ours::new(&config, initial)))
             }
             PolicySpec::PrometheusKeda => (
                 opening,
                 Box::new(PrometheusKeda::new(
                     self.prometheus_keda.clone(),
+                    self.min_replicas,
+                    self.max_replicas,
+                    opening,
+                )),
+            ),
+            PolicySpec::PrometheusKedaTuned(settings) => (
+                opening,
+                Box::new(PrometheusKedaTuned::new(
+                    PrometheusKedaTunedSettings {
+                        scrape_interval: self.prometheus_keda.scrape_interval,
+                        ..settings.clone()
+                    },
                     self.min_replicas,
                     self.max_replicas,
                     opening,
@@ -240,65 +601,168 @@ impl Simulation {
                     opening,
                 )),
             ),
-            PolicySpec::Static(n) => (*n, Box::new(Static)),
-            PolicySpec::Oracle => return self.run_oracle(scenario),
+            PolicySpec::KpaWith(settings) => (
+                opening,
+                Box::new(Kpa::new(
+                    settings.clone(),
+                    self.min_replicas,
+                    self.max_replicas,
+                    opening,
+                )),
+            ),
+            PolicySpec::Apa(settings) => (
+                opening,
+                Box::new(Apa::new(
+                    settings.clone(),
+                    self.min_replicas,
+                    self.max_replicas,
+                )),
+            ),
+            PolicySpec::Static(n) => {
+                let (result, report) = self.run_static(scenario, *n, true);
+                return Ok((result, report));
+            }
+            PolicySpec::StaticBest => return Ok(self.run_static_best(scenario)),
+            PolicySpec::Clairvoyant => return Ok(self.run_clairvoyant(scenario)),
         };
-        let result = fleet::run(requests, &self.fleet, initial, controller.as_mut());
-        let report = report::summarise(
-            &policy.name(),
-            &result.outcomes,
-            &self.slo,
-            result.replica_seconds,
-            result.events.clone(),
-            &scenario.load_steps,
+        let result = fleet::run(
+            &scenario.requests,
+            &self.fleet,
+            initial,
+            controller.as_mut(),
         );
+        let report = self.summarise(&policy.name(), scenario, &result);
+        Ok((result, report))
+    }
+
+    fn scenario_key(scenario: &Scenario, n: u32) -> StaticKey {
+        (
+            scenario.name.clone(),
+            scenario.requests.len(),
+            scenario.requests.last().map_or(0, |r| r.arrival.as_nanos()),
+            n,
+        )
+    }
+
+    /// `static:N`, from the cache when it ran before (then without per-request outcomes unless
+    /// `outcomes` asks to run it again).
+    fn run_static(&self, scenario: &Scenario, n: u32, outcomes: bool) -> (RunResult, PolicyReport) {
+        let key = Self::scenario_key(scenario, n);
+        if !outcomes {
+            if let Some(hit) = self.static_runs.0.borrow().get(&key) {
+                return hit.clone();
+            }
+        }
+        let result = fleet::run(&scenario.requests, &self.fleet, n, &mut Static);
+        let mut report = self.summarise(&format!("static:{n}"), scenario, &result);
+        report.static_replicas = Some(n);
+        let kept = RunResult {
+            outcomes: Vec::new(),
+            ..result.clone()
+        };
+        self.static_runs
+            .0
+            .borrow_mut()
+            .insert(key, (kept, report.clone()));
         (result, report)
     }
-}
 
-impl Simulation {
-    /// The oracle, searched: capacity plans at decreasing planned utilisation until one meets
-    /// 99 % SLO attainment (the engine model's closed-form capacity is optimistic for bursty,
-    /// prefill-heavy mixes, so the plan is verified by running it). Returns the first plan
-    /// that meets it, or the best one found.
-    fn run_oracle(&self, scenario: &Scenario) -> (RunResult, PolicyReport) {
-        let mut best: Option<(RunResult, PolicyReport)> = None;
+    /// `static:best`: the smallest N in 1..=max whose static fleet meets the SLO target in
+    /// hindsight, by bisection (attainment grows with N); if even `max` misses it, `max` (the
+    /// best attainment). The report is named `static:best` and gives N.
+    fn run_static_best(&self, scenario: &Scenario) -> (RunResult, PolicyReport) {
+        let meets =
+            |n: u32| self.run_static(scenario, n, false).1.slo_attainment >= self.slo_target;
+        let (mut lo, mut hi) = (self.min_replicas.max(1), self.max_replicas);
+        let chosen = if !meets(hi) {
+            hi
+        } else {
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if meets(mid) {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            hi
+        };
+        let (result, mut report) = self.run_static(scenario, chosen, false);
+        report.policy = "static:best".into();
+        (result, report)
+    }
+
+    /// The clairvoyant planner: knows every arrival and the start-up delay. It tries capacity
+    /// plans at decreasing planned utilisation until one meets the SLO target (the engine
+    /// model's closed-form capacity is optimistic for bursty, prefill-heavy mixes, so each plan
+    /// is verified by running it), then also every static fleet that could cost no more than
+    /// that plan. Of all it tried it keeps the cheapest plan that meets the target, else the
+    /// one with the best attainment (fewer GPU-hours on a tie), so no static fleet reaches a
+    /// higher attainment with no more GPU-hours. A reference, not a policy one can run.
+    fn run_clairvoyant(&self, scenario: &Scenario) -> (RunResult, PolicyReport) {
+        let mut tried: Vec<(RunResult, PolicyReport)> = Vec::new();
         for utilisation in [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1] {
             let settings = OracleSettings {
                 utilisation,
                 ..self.oracle.clone()
             };
-            let mut oracle = Oracle::new(
-                &scenario.requests,
-                &self.fleet.engine,
-                &settings,
-                self.fleet.startup_delay,
-                self.min_replicas,
-                self.max_replicas,
-            );
+            let mut oracle = self.oracle_for(scenario, &settings);
             let initial = oracle.initial();
             let result = fleet::run(&scenario.requests, &self.fleet, initial, &mut oracle);
-            let report = report::summarise(
-                "oracle",
-                &result.outcomes,
-                &self.slo,
-                result.replica_seconds,
-                result.events.clone(),
-                &scenario.load_steps,
-            );
-            let met = report.slo_attainment >= 0.99;
-            if best
-                .as_ref()
-                .is_none_or(|(_, b)| report.slo_attainment > b.slo_attainment)
-                || met
-            {
-                best = Some((result, report));
-            }
+            let report = self.summarise("clairvoyant", scenario, &result);
+            let met = report.slo_attainment >= self.slo_target;
+            tried.push((result, report));
             if met {
                 break;
             }
         }
-        best.expect("at least one utilisation is tried")
+        let pick = |tried: &[(RunResult, PolicyReport)]| -> usize {
+            let better = |a: &PolicyReport, b: &PolicyReport| {
+                let (am, bm) = (
+                    a.slo_attainment >= self.slo_target,
+                    b.slo_attainment >= self.slo_target,
+                );
+                match (am, bm) {
+                    (true, false) => true,
+                    (false, true) => false,
+                    (true, true) => {
+                        a.gpu_hours < b.gpu_hours
+                            || (a.gpu_hours == b.gpu_hours && a.slo_attainment > b.slo_attainment)
+                    }
+                    (false, false) => {
+                        a.slo_attainment > b.slo_attainment
+                            || (a.slo_attainment == b.slo_attainment && a.gpu_hours < b.gpu_hours)
+                    }
+                }
+            };
+            let mut best = 0;
+            for i in 1..tried.len() {
+                if better(&tried[i].1, &tried[best].1) {
+                    best = i;
+                }
+            }
+            best
+        };
+        let planned = pick(&tried);
+        let budget = tried[planned].1.gpu_hours;
+        // A static fleet of N bills at least N x the last arrival: only those within the
+        // budget can match the plan at no more GPU-hours.
+        let span_hours = scenario
+            .requests
+            .last()
+            .map_or(0.0, |r| r.arrival.as_secs_f64() / 3600.0);
+        let most = if span_hours > 0.0 {
+            ((budget / span_hours).floor() as u32).min(self.max_replicas)
+        } else {
+            self.max_replicas
+        };
+        for n in self.min_replicas.max(1)..=most {
+            let (result, mut report) = self.run_static(scenario, n, false);
+            report.policy = "clairvoyant".into();
+            tried.push((result, report));
+        }
+        let best = pick(&tried);
+        tried.swap_remove(best)
     }
 }
 
@@ -360,6 +824,183 @@ fn parse_metadata(pairs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         .collect()
 }
 
+/// The knob sweep of a policy family, for its Pareto curve: the policy at each knob value.
+pub fn sweep_of(policy: &PolicySpec, max_replicas: u32) -> Vec<PolicySpec> {
+    match policy {
+        PolicySpec::Ours | PolicySpec::OursWith(_) => [0.05, 0.06, 0.07, 0.08, 0.1]
+            .iter()
+            .map(|v| PolicySpec::OursWith(vec![("itlSloSeconds".into(), v.to_string())]))
+            .collect(),
+        PolicySpec::PrometheusKedaTuned(_) => [32.0, 64.0, 96.0, 128.0, 192.0, 256.0]
+            .iter()
+            .map(|v| {
+                PolicySpec::PrometheusKedaTuned(PrometheusKedaTunedSettings {
+                    in_flight_per_replica: *v,
+                    ..PrometheusKedaTunedSettings::default()
+                })
+            })
+            .collect(),
+        PolicySpec::Kpa(_) => [16.0, 32.0, 64.0, 128.0, 256.0]
+            .iter()
+            .map(|v| PolicySpec::Kpa(*v))
+            .collect(),
+        PolicySpec::KpaWith(s) => [16.0, 32.0, 64.0, 128.0, 256.0]
+            .iter()
+            .map(|v| {
+                PolicySpec::KpaWith(KpaSettings {
+                    target: *v,
+                    ..s.clone()
+                })
+            })
+            .collect(),
+        PolicySpec::Apa(s) => [32.0, 64.0, 96.0, 128.0, 192.0, 256.0]
+            .iter()
+            .map(|v| {
+                PolicySpec::Apa(ApaSettings {
+                    target: *v,
+                    ..s.clone()
+                })
+            })
+            .collect(),
+        PolicySpec::Static(_) | PolicySpec::StaticBest => {
+            (1..=max_replicas).map(PolicySpec::Static).collect()
+        }
+        PolicySpec::PrometheusKeda | PolicySpec::Clairvoyant => vec![policy.clone()],
+    }
+}
+
+/// Mean and sample standard deviation.
+pub fn mean_sd(values: &[f64]) -> (f64, f64) {
+    if values.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = if values.len() > 1 {
+        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    (mean, sd)
+}
+
+/// The table of one scenario over several seeds: per policy, the mean and standard deviation
+/// (and range) of SLO attainment and GPU-hours, with the fluid lower bound and static sizes.
+pub fn seeds_table(scenario: &str, seeds: &[u64], rows: &[Vec<PolicyReport>]) -> String {
+    let mut out = format!(
+        "### {scenario} ({} seeds: {})\n\n| policy | SLO attainment % mean ± sd [min, max] | GPU-hours mean ± sd [min, max] | GPU-h / lower bound | static size | scale events | flaps | TTFT p95 s | timed out |\n|---|---|---|---|---|---|---|---|---|\n",
+        seeds.len(),
+        seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let Some(first) = rows.first() else {
+        return out;
+    };
+    for (i, policy) in first.iter().enumerate() {
+        let per: Vec<&PolicyReport> = rows.iter().filter_map(|r| r.get(i)).collect();
+        let att: Vec<f64> = per.iter().map(|r| r.slo_attainment * 100.0).collect();
+        let gpu: Vec<f64> = per.iter().map(|r| r.gpu_hours).collect();
+        let ratio: Vec<f64> = per
+            .iter()
+            .map(|r| r.gpu_hours / r.gpu_hours_lower_bound.max(1e-9))
+            .collect();
+        let events: Vec<f64> = per.iter().map(|r| r.scale_events as f64).collect();
+        let flaps: Vec<f64> = per.iter().map(|r| r.flaps as f64).collect();
+        let ttft: Vec<f64> = per.iter().filter_map(|r| r.ttft_p95_seconds).collect();
+        let timed: Vec<f64> = per.iter().map(|r| r.timed_out as f64).collect();
+        let sizes: Vec<String> = per
+            .iter()
+            .filter_map(|r| r.static_replicas.map(|n| n.to_string()))
+            .collect();
+        let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let (am, asd) = mean_sd(&att);
+        let (gm, gsd) = mean_sd(&gpu);
+        out.push_str(&format!(
+            "| {} | {am:.2} ± {asd:.2} [{:.2}, {:.2}] | {gm:.2} ± {gsd:.2} [{:.2}, {:.2}] | {:.2} | {} | {:.1} | {:.1} | {} | {:.0} |\n",
+            policy.policy,
+            min(&att),
+            max(&att),
+            min(&gpu),
+            max(&gpu),
+            mean_sd(&ratio).0,
+            if sizes.is_empty() {
+                "-".to_string()
+            } else {
+                sizes.join("/")
+            },
+            mean_sd(&events).0,
+            mean_sd(&flaps).0,
+            if ttft.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.2}", mean_sd(&ttft).0)
+            },
+            mean_sd(&timed).0,
+        ));
+    }
+    let (lb, _) = mean_sd(
+        &rows
+            .iter()
+            .filter_map(|r| r.first().map(|p| p.gpu_hours_lower_bound))
+            .collect::<Vec<_>>(),
+    );
+    out.push_str(&format!(
+        "\nFluid lower bound on GPU-hours (mean over seeds): {lb:.2}.\n"
+    ));
+    out
+}
+
+/// One point of a Pareto plot: a policy (one knob value), its mean attainment and GPU-hours
+/// over the seeds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ParetoPoint {
+    /// Policy family (one curve).
+    pub family: String,
+    /// The policy with its knob.
+    pub policy: String,
+    /// Mean SLO attainment, 0..1.
+    pub slo_attainment: f64,
+    /// Mean GPU-hours.
+    pub gpu_hours: f64,
+}
+
+/// The SLO-attainment versus GPU-hours plot of one scenario: one curve per policy family
+/// (its knob swept), the fluid lower bound as a vertical line.
+pub fn pareto_chart(scenario: &str, points: &[ParetoPoint], lower_bound: f64) -> Chart {
+    let mut chart = Chart::new(format!("SLO attainment vs GPU-hours: {scenario}"))
+        .x_label("GPU-hours")
+        .y_label("SLO attainment (%)")
+        .marker_colored(lower_bound, "fluid lower bound", "#666666");
+    let mut families: Vec<&str> = Vec::new();
+    for p in points {
+        if !families.contains(&p.family.as_str()) {
+            families.push(&p.family);
+        }
+    }
+    for family in families {
+        let mut pts: Vec<(f64, f64)> = points
+            .iter()
+            .filter(|p| p.family == family)
+            .map(|p| (p.gpu_hours, p.slo_attainment * 100.0))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut series = Series::new(family, pts).dots();
+        if family == "static" {
+            series = series.dashed().color("#999999");
+        }
+        chart = chart.series(series);
+    }
+    chart
+}
+
+fn file_stem(name: &str) -> String {
+    name.replace([' ', '/', ':'], "_")
+}
+
 /// Runs the command.
 pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
     if args.min_replicas == 0 || args.min_replicas > args.max_replicas {
@@ -376,28 +1017,44 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             Err(anyhow::anyhow!("--{name} {v}: expected a positive number"))
         }
     };
+    if !(args.slo_target.is_finite() && args.slo_target > 0.0 && args.slo_target <= 1.0) {
+        anyhow::bail!(
+            "--slo-target {}: expected a share in (0, 1], e.g. 0.99",
+            args.slo_target
+        );
+    }
     let policies: Vec<PolicySpec> = args
         .policies
         .iter()
         .map(|p| PolicySpec::parse(p))
         .collect::<anyhow::Result<_>>()?;
     let metadata = parse_metadata(&args.metadata)?;
-    let simulation = Simulation {
+    let engine = EngineConfig::profile(&args.engine).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--engine {:?}: unknown profile; expected one of {}",
+            args.engine,
+            vllm_emulator::PROFILES
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    let (startup_delay, startup_spread) = parse_startup(&args.startup_delay)?;
+    let client_timeout = args
+        .client_timeout_seconds
+        .map(|t| positive("client-timeout-seconds", t).map(Duration::from_secs_f64))
+        .transpose()?;
+    let base = Simulation {
         fleet: FleetSettings {
-            engine: EngineConfig::default(),
-            startup_delay: Duration::from_secs_f64(
-                Some(args.startup_delay_seconds)
-                    .filter(|s| s.is_finite() && (0.0..=86_400.0).contains(s))
-                    .ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "--startup-delay-seconds {}: expected seconds from 0 to 86400",
-                            args.startup_delay_seconds
-                        )
-                    })?,
-            ),
+            engine,
+            startup_delay,
+            startup_spread,
+            client_timeout,
             ..FleetSettings::default()
         },
         ours: Simulation::ours_config(&metadata, args.min_replicas, args.max_replicas)?,
+        ours_metadata: metadata,
         prometheus_keda: PrometheusKedaSettings {
             scrape_interval: Duration::from_secs_f64(positive(
                 "prometheus-scrape-seconds",
@@ -413,54 +1070,166 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             tpot_seconds: positive("tpot-slo-seconds", args.tpot_slo_seconds)?,
             e2e_seconds: positive("e2e-slo-seconds", args.e2e_slo_seconds)?,
         },
+        slo_target: args.slo_target,
+        seed: args.seed,
+        static_runs: StaticRuns::default(),
     };
+    let traces: Vec<String> = match &args.scenario_set {
+        Some(set) => scenario::ScenarioSet::parse(set)?
+            .names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+        None => args.traces.clone(),
+    };
+    let seeds: Vec<u64> = if args.seeds.is_empty() {
+        vec![args.seed]
+    } else {
+        args.seeds.clone()
+    };
+    if args.sweep && args.out.is_none() {
+        anyhow::bail!("--sweep draws Pareto plots: give --out DIR as well");
+    }
     let mut all_reports: Vec<serde_json::Value> = Vec::new();
+    let mut sweep_rows: Vec<serde_json::Value> = Vec::new();
     let mut markdown = String::new();
-    for spec in &args.traces {
-        let mut scenario =
-            scenario::load(spec, args.rate_multiplier, args.time_compression, args.seed)?;
-        if let Some(limit) = args.duration_seconds {
-            let limit = Duration::from_secs_f64(positive("duration-seconds", limit)?);
-            scenario.requests.retain(|r| r.arrival <= limit);
+    for spec in &traces {
+        let mut per_seed: Vec<Vec<PolicyReport>> = Vec::new();
+        let mut chart_runs: Vec<(String, RunResult)> = Vec::new();
+        let mut scenario_name = spec.clone();
+        // (policy name) -> (family, attainments, GPU-hours)
+        let mut sweep: Vec<(String, String, Vec<f64>, Vec<f64>)> = Vec::new();
+        let mut lower_bounds = Vec::new();
+        for (k, &seed) in seeds.iter().enumerate() {
+            let mut scenario =
+                scenario::load(spec, args.rate_multiplier, args.time_compression, seed)?;
+            if let Some(limit) = args.duration_seconds {
+                let limit = Duration::from_secs_f64(positive("duration-seconds", limit)?);
+                scenario.requests.retain(|r| r.arrival <= limit);
+                if scenario.requests.is_empty() {
+                    anyhow::bail!(
+                        "--duration-seconds {}: no request of {spec:?} arrives that early",
+                        limit.as_secs_f64()
+                    );
+                }
+            }
+            scenario_name = scenario.name.clone();
+            let simulation = Simulation {
+                seed,
+                fleet: FleetSettings {
+                    startup_seed: seed,
+                    ..base.fleet.clone()
+                },
+                static_runs: StaticRuns::default(),
+                ..base.clone()
+            };
+            lower_bounds.push(simulation.lower_bound_hours(&scenario));
+            let mut reports = Vec::new();
+            for policy in &policies {
+                eprintln!(
+                    "simulating {} on {} (seed {seed}, {} requests)...",
+                    policy.name(),
+                    scenario.name,
+                    scenario.requests.len()
+                );
+                let (result, report) = simulation.run_policy(&scenario, policy)?;
+                eprintln!(
+                    "  {}: SLO {:.2} %, {:.2} GPU-hours (lower bound {:.2}){}, {} scale events",
+                    report.policy,
+                    report.slo_attainment * 100.0,
+                    report.gpu_hours,
+                    report.gpu_hours_lower_bound,
+                    report
+                        .static_replicas
+                        .map(|n| format!(", {n} replicas"))
+                        .unwrap_or_default(),
+                    report.scale_events
+                );
+                all_reports.push(serde_json::to_value(&report)?);
+                if k == 0 {
+                    chart_runs.push((report.policy.clone(), result));
+                }
+                reports.push(report);
+            }
+            if args.sweep {
+                let mut done: Vec<String> = Vec::new();
+                for policy in &policies {
+                    for point in sweep_of(policy, args.max_replicas) {
+                        let name = point.name();
+                        if done.contains(&name) {
+                            continue;
+                        }
+                        done.push(name.clone());
+                        eprintln!("  sweep {name} (seed {seed})");
+                        let (_, mut report) = simulation.run_policy(&scenario, &point)?;
+                        report.policy = name.clone();
+                        let mut row = serde_json::to_value(&report)?;
+                        row["family"] = serde_json::Value::String(point.family().to_string());
+                        if let Some(obj) = row.as_object_mut() {
+                            obj.remove("events");
+                        }
+                        sweep_rows.push(row);
+                        match sweep.iter_mut().find(|s| s.0 == name) {
+                            Some(entry) => {
+                                entry.2.push(report.slo_attainment);
+                                entry.3.push(report.gpu_hours);
+                            }
+                            None => sweep.push((
+                                name,
+                                point.family().to_string(),
+                                vec![report.slo_attainment],
+                                vec![report.gpu_hours],
+                            )),
+                        }
+                    }
+                }
+            }
+            per_seed.push(reports);
         }
-        let mut runs = Vec::new();
-        let mut reports = Vec::new();
-        for policy in &policies {
-            eprintln!(
-                "simulating {} on {} ({} requests)...",
-                policy.name(),
-                scenario.name,
-                scenario.requests.len()
-            );
-            let (result, report) = simulation.run_policy(&scenario, policy);
-            eprintln!(
-                "  {}: SLO {:.2} %, {:.2} GPU-hours, {} scale events",
-                report.policy,
-                report.slo_attainment * 100.0,
-                report.gpu_hours,
-                report.scale_events
-            );
-            let mut value = serde_json::to_value(&report)?;
-            value["scenario"] = serde_json::Value::String(scenario.name.clone());
-            all_reports.push(value);
-            runs.push((policy.name(), result));
-            reports.push(report);
+        if seeds.len() == 1 {
+            markdown.push_str(&report::markdown_table(&scenario_name, &per_seed[0]));
+        } else {
+            markdown.push_str(&seeds_table(&scenario_name, &seeds, &per_seed));
         }
-        markdown.push_str(&report::markdown_table(&scenario.name, &reports));
         markdown.push('\n');
         if let Some(dir) = &args.out {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("--out {}: cannot create the directory", dir.display()))?;
-            let file = dir.join(format!("{}.svg", scenario.name.replace([' ', '/'], "_")));
-            scenario_chart(&scenario.name, &runs)
+            let file = dir.join(format!("{}.svg", file_stem(&scenario_name)));
+            scenario_chart(&scenario_name, &chart_runs)
                 .write(&file)
                 .with_context(|| format!("writing {}", file.display()))?;
+            if args.sweep {
+                let points: Vec<ParetoPoint> = sweep
+                    .iter()
+                    .map(|(name, family, att, gpu)| ParetoPoint {
+                        family: family.clone(),
+                        policy: name.clone(),
+                        slo_attainment: mean_sd(att).0,
+                        gpu_hours: mean_sd(gpu).0,
+                    })
+                    .collect();
+                let file = dir.join(format!("{}-pareto.svg", file_stem(&scenario_name)));
+                pareto_chart(&scenario_name, &points, mean_sd(&lower_bounds).0)
+                    .write(&file)
+                    .with_context(|| format!("writing {}", file.display()))?;
+                markdown.push_str(&pareto_table(&scenario_name, &points));
+                markdown.push('\n');
+            }
         }
     }
     let json = serde_json::to_string_pretty(&all_reports)?;
     if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--out {}: cannot create the directory", dir.display()))?;
         std::fs::write(dir.join("report.md"), &markdown)?;
         std::fs::write(dir.join("report.json"), &json)?;
+        if args.sweep {
+            std::fs::write(
+                dir.join("sweep.json"),
+                serde_json::to_string_pretty(&sweep_rows)?,
+            )?;
+        }
     }
     if args.json {
         println!("{json}");
@@ -468,6 +1237,29 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
         print!("{markdown}");
     }
     Ok(())
+}
+
+/// The sweep's points as a table (mean over seeds), by family then GPU-hours.
+pub fn pareto_table(scenario: &str, points: &[ParetoPoint]) -> String {
+    let mut sorted: Vec<&ParetoPoint> = points.iter().collect();
+    sorted.sort_by(|a, b| {
+        a.family
+            .cmp(&b.family)
+            .then(a.gpu_hours.total_cmp(&b.gpu_hours))
+    });
+    let mut out = format!(
+        "#### {scenario}: knob sweeps (mean over seeds)\n\n| family | policy | SLO attainment % | GPU-hours |\n|---|---|---|---|\n"
+    );
+    for p in sorted {
+        out.push_str(&format!(
+            "| {} | {} | {:.2} | {:.2} |\n",
+            p.family,
+            p.policy,
+            p.slo_attainment * 100.0,
+            p.gpu_hours
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -478,6 +1270,10 @@ mod tests {
     fn kpa_policies_parse_with_the_default_or_a_given_target() {
         let kpa = PolicySpec::parse("kpa").unwrap();
         assert_eq!(kpa, PolicySpec::Kpa(controllers::KPA_DEFAULT_TARGET));
+        assert_eq!(
+            PolicySpec::parse("oracle").unwrap(),
+            PolicySpec::Clairvoyant
+        );
         assert_eq!(kpa.name(), "kpa");
         let k64 = PolicySpec::parse(" kpa:64 ").unwrap();
         assert_eq!(k64, PolicySpec::Kpa(64.0));
@@ -486,5 +1282,110 @@ mod tests {
         for bad in ["kpa:", "kpa:0", "kpa:-3", "kpa:x", "kpa:inf", "kpa:NaN"] {
             assert!(PolicySpec::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn every_policy_form_parses_and_its_name_parses_back() {
+        for text in [
+            "ours",
+            "ours:itlSloSeconds=0.08",
+            "prometheus-keda",
+            "prometheus-keda-tuned",
+            "prometheus-keda-tuned:64",
+            "prometheus-keda-tuned:64:ttft=1.5:itl=0.05",
+            "kpa",
+            "kpa:32",
+            "kpa:64:stable=180:delay=300",
+            "apa",
+            "apa:64:up=0.2:downrate=4",
+            "static:3",
+            "static:best",
+            "clairvoyant",
+        ] {
+            let spec = PolicySpec::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(spec.name(), text, "{text}");
+            assert_eq!(PolicySpec::parse(&spec.name()).unwrap(), spec, "{text}");
+        }
+        assert_eq!(PolicySpec::parse("oracle").unwrap().name(), "clairvoyant");
+        for bad in [
+            "static:0",
+            "static:worst",
+            "apa:x",
+            "apa:64:sideways=1",
+            "kpa:64:delay=-1",
+            "prometheus-keda-tuned:0",
+            "ours:",
+            "ours:foo",
+            "random",
+        ] {
+            let e = PolicySpec::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn startup_delays_parse_in_three_forms() {
+        assert_eq!(
+            parse_startup("300").unwrap(),
+            (Duration::from_secs(300), StartupSpread::Fixed)
+        );
+        assert_eq!(
+            parse_startup("120..600").unwrap().1,
+            StartupSpread::Uniform {
+                low: 120.0,
+                high: 600.0
+            }
+        );
+        assert_eq!(
+            parse_startup("lognormal:300:0.4").unwrap().1,
+            StartupSpread::LogNormal {
+                median: 300.0,
+                sigma: 0.4
+            }
+        );
+        for bad in [
+            "-1",
+            "600..120",
+            "lognormal:300",
+            "lognormal:300:9",
+            "x",
+            "1e9",
+        ] {
+            let e = parse_startup(bad).unwrap_err().to_string();
+            assert!(e.contains("--startup-delay-seconds"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_seeds_table_gives_mean_and_spread() {
+        let row = |att: f64, gpu: f64| PolicyReport {
+            slo_attainment: att,
+            gpu_hours: gpu,
+            gpu_hours_lower_bound: 1.0,
+            ..report::summarise(
+                "ours",
+                &[],
+                &SloTargets::default(),
+                0.0,
+                vec![],
+                &[],
+                Duration::ZERO,
+            )
+        };
+        let table = seeds_table(
+            "s",
+            &[1, 2, 3],
+            &[
+                vec![row(0.9, 2.0)],
+                vec![row(0.95, 3.0)],
+                vec![row(1.0, 4.0)],
+            ],
+        );
+        assert!(
+            table.contains(
+                "| ours | 95.00 ± 5.00 [90.00, 100.00] | 3.00 ± 1.00 [2.00, 4.00] | 3.00 |"
+            ),
+            "{table}"
+        );
     }
 }

@@ -13,13 +13,40 @@ use std::time::Duration;
 use vllm_keda_core::signals::{Bucket, histogram_quantile};
 
 /// What Prometheus stores from one scrape of one replica.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReplicaSample {
     /// `vllm:num_requests_waiting`.
     pub waiting: f64,
+    /// `vllm:num_requests_running`.
+    pub running: f64,
     /// `vllm:e2e_request_latency_seconds_bucket` as (le, cumulative count), sorted by le,
     /// ending with +Inf.
     pub e2e_buckets: Vec<(f64, f64)>,
+    /// `vllm:time_to_first_token_seconds_bucket`, as `e2e_buckets` (empty when not scraped).
+    pub ttft_buckets: Vec<(f64, f64)>,
+    /// `vllm:inter_token_latency_seconds_bucket`, as `e2e_buckets` (empty when not scraped).
+    pub itl_buckets: Vec<(f64, f64)>,
+}
+
+/// Which stored histogram a quantile query reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistogramSeries {
+    /// End-to-end latency.
+    E2e,
+    /// Time to first token.
+    Ttft,
+    /// Inter-token latency.
+    Itl,
+}
+
+impl ReplicaSample {
+    fn buckets(&self, which: HistogramSeries) -> &[(f64, f64)] {
+        match which {
+            HistogramSeries::E2e => &self.e2e_buckets,
+            HistogramSeries::Ttft => &self.ttft_buckets,
+            HistogramSeries::Itl => &self.itl_buckets,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -64,6 +91,28 @@ impl PrometheusStore {
     /// `sum(vllm:num_requests_waiting)` at `now`; 0 when no series (KEDA's
     /// `ignoreNullValues` default).
     pub fn sum_waiting(&self, now: Duration) -> f64 {
+        self.sum_latest(now, |s| s.waiting)
+    }
+
+    /// `sum(vllm:num_requests_running + vllm:num_requests_waiting)` at `now`.
+    pub fn sum_in_flight(&self, now: Duration) -> f64 {
+        self.sum_latest(now, |s| s.running + s.waiting)
+    }
+
+    /// Series that have a sample an instant selector sees at `now`.
+    pub fn live_series(&self, now: Duration) -> usize {
+        self.series
+            .values()
+            .filter(|s| {
+                s.samples
+                    .iter()
+                    .rev()
+                    .any(|(t, _)| *t <= now && now.saturating_sub(*t) <= LOOKBACK)
+            })
+            .count()
+    }
+
+    fn sum_latest(&self, now: Duration, value: impl Fn(&ReplicaSample) -> f64) -> f64 {
         self.series
             .values()
             .filter_map(|s| {
@@ -72,13 +121,24 @@ impl PrometheusStore {
                     .rev()
                     .find(|(t, _)| *t <= now && now.saturating_sub(*t) <= LOOKBACK)
             })
-            .map(|(_, sample)| sample.waiting)
+            .map(|(_, sample)| value(sample))
             .sum()
     }
 
     /// `histogram_quantile(q, sum(rate(vllm:e2e_request_latency_seconds_bucket[range])) by (le))`
     /// at `now`; `None` where PromQL returns no value or NaN.
     pub fn e2e_quantile(&self, now: Duration, range: Duration, q: f64) -> Option<f64> {
+        self.quantile(HistogramSeries::E2e, now, range, q)
+    }
+
+    /// `histogram_quantile(q, sum(rate(<which>_bucket[range])) by (le))` at `now`.
+    pub fn quantile(
+        &self,
+        which: HistogramSeries,
+        now: Duration,
+        range: Duration,
+        q: f64,
+    ) -> Option<f64> {
         let mut summed: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
         for series in self.series.values() {
             let window: Vec<&(Duration, ReplicaSample)> = series
@@ -89,15 +149,15 @@ impl PrometheusStore {
             if window.len() < 2 {
                 continue;
             }
-            let first = &window[0].1;
-            let last = &window[window.len() - 1].1;
-            if first.e2e_buckets.len() != last.e2e_buckets.len() {
+            let first = window[0].1.buckets(which);
+            let last = window[window.len() - 1].1.buckets(which);
+            if first.len() != last.len() {
                 continue;
             }
-            for (i, &(le, _)) in last.e2e_buckets.iter().enumerate() {
+            for (i, &(le, _)) in last.iter().enumerate() {
                 let points: Vec<(Duration, f64)> = window
                     .iter()
-                    .map(|(t, s)| (*t, s.e2e_buckets.get(i).map_or(0.0, |b| b.1)))
+                    .map(|(t, s)| (*t, s.buckets(which).get(i).map_or(0.0, |b| b.1)))
                     .collect();
                 if let Some(rate) = extrapolated_rate(&points, now, range) {
                     summed.entry(le.to_bits()).or_insert((le, 0.0)).1 += rate;
@@ -198,6 +258,7 @@ mod tests {
         let sample = |waiting| ReplicaSample {
             waiting,
             e2e_buckets: vec![(1.0, 0.0), (f64::INFINITY, 0.0)],
+            ..ReplicaSample::default()
         };
         store.ingest(secs(0.0), 1, sample(3.0));
         store.ingest(secs(0.0), 2, sample(4.0));
@@ -225,6 +286,7 @@ mod tests {
                         (10.0, 20.0 * n),
                         (f64::INFINITY, 20.0 * n),
                     ],
+                    ..ReplicaSample::default()
                 },
             );
         }

@@ -19,6 +19,11 @@ pub struct RequestOutcome {
     pub finished: Option<Duration>,
     /// Output tokens it asked for.
     pub output_tokens: u32,
+    /// The client gave up (its timeout passed) before the request finished; the engine aborted
+    /// it. A timed-out request is a miss.
+    pub timed_out: bool,
+    /// The engine refused it (longer than the model's context): a miss.
+    pub rejected: bool,
 }
 
 impl RequestOutcome {
@@ -68,6 +73,9 @@ impl Default for SloTargets {
 impl SloTargets {
     /// Whether a request met the SLO: finished, TTFT and TPOT both within target.
     pub fn met(&self, outcome: &RequestOutcome) -> bool {
+        if outcome.timed_out || outcome.rejected {
+            return false;
+        }
         match (outcome.ttft_seconds(), outcome.tpot_seconds()) {
             (Some(ttft), Some(tpot)) => ttft <= self.ttft_seconds && tpot <= self.tpot_seconds,
             _ => false,
@@ -154,12 +162,27 @@ impl Percentiles {
 /// One policy's result on one scenario (the JSON object of `simulate --json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PolicyReport {
-    /// The policy's name (`ours`, `prometheus-keda`, `static:N`, `oracle`).
+    /// The policy's name (`ours`, `prometheus-keda`, `static:N`, `clairvoyant`, ...).
     pub policy: String,
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed of the scenario's arrival process (and of the start-up delays).
+    pub seed: u64,
+    /// The fluid lower bound on GPU-hours for serving every request of the scenario: its work
+    /// at a replica's best throughput (see `controllers::fluid_lower_bound_hours`). Not a
+    /// policy: no plan serves every request with fewer GPU-hours.
+    pub gpu_hours_lower_bound: f64,
+    /// The fleet size of a static plan (`static:N`, `static:best`, a static plan the
+    /// clairvoyant planner picked); none for autoscaled plans.
+    pub static_replicas: Option<u32>,
     /// Requests in the scenario.
     pub requests: usize,
     /// Requests finished before the run ended.
     pub completed: usize,
+    /// Requests whose client timed out (each a miss).
+    pub timed_out: usize,
+    /// Requests the engine refused as longer than its context (each a miss).
+    pub rejected: usize,
     /// Share of requests within the TTFT and TPOT targets, 0..1.
     pub slo_attainment: f64,
     /// Share of requests within the end-to-end target, 0..1.
@@ -172,7 +195,9 @@ pub struct PolicyReport {
     pub flaps: usize,
     /// Largest replica count asked for.
     pub max_replicas: u32,
-    /// P95 time to first token, seconds.
+    /// P95 time to first token, seconds. Requests that never received a first token count
+    /// with the time they waited (until their timeout or the run's end): a lower bound on
+    /// their TTFT, so the percentile is never flattered by the requests it misses.
     pub ttft_p95_seconds: Option<f64>,
     /// P95 end-to-end latency, seconds.
     pub e2e_p95_seconds: Option<f64>,
@@ -187,6 +212,9 @@ pub struct PolicyReport {
 }
 
 /// Summarises one run.
+///
+/// `end` is when the run stopped: a request that never received a first token enters the TTFT
+/// percentiles with the time it waited, until its timeout or `end`.
 pub fn summarise(
     policy: &str,
     outcomes: &[RequestOutcome],
@@ -194,8 +222,12 @@ pub fn summarise(
     replica_seconds: f64,
     events: Vec<ScaleEvent>,
     load_steps: &[Duration],
+    end: Duration,
 ) -> PolicyReport {
-    let completed = outcomes.iter().filter(|o| o.finished.is_some()).count();
+    let completed = outcomes
+        .iter()
+        .filter(|o| o.finished.is_some() && !o.timed_out && !o.rejected)
+        .count();
     let share = |n: usize| {
         if outcomes.is_empty() {
             1.0
@@ -206,11 +238,19 @@ pub fn summarise(
     let met = outcomes.iter().filter(|o| slo.met(o)).count();
     let e2e_met = outcomes
         .iter()
-        .filter(|o| o.e2e_seconds().is_some_and(|e| e <= slo.e2e_seconds))
+        .filter(|o| {
+            !o.timed_out && !o.rejected && o.e2e_seconds().is_some_and(|e| e <= slo.e2e_seconds)
+        })
         .count();
     let mut ttft: Vec<f64> = outcomes
         .iter()
-        .filter_map(RequestOutcome::ttft_seconds)
+        .map(|o| {
+            o.ttft_seconds().unwrap_or_else(|| {
+                // Censored: waited until it gave up or the run ended.
+                let until = o.finished.unwrap_or(end).max(o.arrival);
+                until.saturating_sub(o.arrival).as_secs_f64()
+            })
+        })
         .collect();
     let mut e2e: Vec<f64> = outcomes
         .iter()
@@ -221,8 +261,14 @@ pub fn summarise(
     let reactions = reaction_times(load_steps, &events);
     PolicyReport {
         policy: policy.to_string(),
+        scenario: String::new(),
+        seed: 0,
+        gpu_hours_lower_bound: 0.0,
+        static_replicas: None,
         requests: outcomes.len(),
         completed,
+        timed_out: outcomes.iter().filter(|o| o.timed_out).count(),
+        rejected: outcomes.iter().filter(|o| o.rejected).count(),
         slo_attainment: share(met),
         e2e_slo_attainment: share(e2e_met),
         gpu_hours: replica_seconds / 3600.0,
@@ -249,11 +295,11 @@ fn seconds(v: Option<f64>) -> String {
 /// A Markdown table of one scenario's reports.
 pub fn markdown_table(scenario: &str, reports: &[PolicyReport]) -> String {
     let mut out = format!(
-        "### {scenario}\n\n| policy | SLO attainment | e2e attainment | GPU-hours | scale events | flaps | max replicas | TTFT p50/p95/p99 s | e2e p50/p95/p99 s | reaction s |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        "### {scenario}\n\n| policy | SLO attainment | e2e attainment | GPU-hours | scale events | flaps | max replicas | TTFT p50/p95/p99 s | e2e p50/p95/p99 s | reaction s | static size | timed out |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     for r in reports {
         out.push_str(&format!(
-            "| {} | {:.2} % | {:.2} % | {:.2} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} |\n",
+            "| {} | {:.2} % | {:.2} % | {:.2} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} | {} | {} |\n",
             r.policy,
             r.slo_attainment * 100.0,
             r.e2e_slo_attainment * 100.0,
@@ -268,6 +314,14 @@ pub fn markdown_table(scenario: &str, reports: &[PolicyReport]) -> String {
             seconds(r.e2e_seconds.p95),
             seconds(r.e2e_seconds.p99),
             seconds(r.reaction_seconds_mean),
+            r.static_replicas.map_or_else(|| "-".to_string(), |n| n.to_string()),
+            r.timed_out,
+        ));
+    }
+    if let Some(first) = reports.first() {
+        out.push_str(&format!(
+            "\nFluid lower bound on GPU-hours: {:.2} (seed {}).\n",
+            first.gpu_hours_lower_bound, first.seed
         ));
     }
     out
@@ -289,6 +343,8 @@ mod tests {
             first_token: Some(s(1.0)),
             finished: Some(s(10.9)),
             output_tokens: 100,
+            timed_out: false,
+            rejected: false,
         };
         assert!(slo.met(&ok));
         let slow_first = RequestOutcome {
@@ -307,6 +363,11 @@ mod tests {
             ..ok
         };
         assert!(!slo.met(&unfinished));
+        let gave_up = RequestOutcome {
+            timed_out: true,
+            ..ok
+        };
+        assert!(!slo.met(&gave_up), "a timed-out request is a miss");
     }
 
     #[test]
@@ -338,6 +399,8 @@ mod tests {
                 first_token: Some(s(f64::from(i) + 0.5)),
                 finished: Some(s(f64::from(i) + 1.0 + f64::from(i) / 100.0)),
                 output_tokens: 100,
+                timed_out: false,
+                rejected: false,
             })
             .collect();
         let report = summarise(
@@ -347,6 +410,7 @@ mod tests {
             7200.0,
             vec![],
             &[],
+            s(200.0),
         );
         assert_eq!(report.gpu_hours, 2.0);
         assert_eq!(report.slo_attainment, 1.0);
@@ -354,5 +418,54 @@ mod tests {
         assert_eq!(report.ttft_seconds.p95, Some(0.5));
         assert!((report.e2e_seconds.p95.unwrap() - 1.94).abs() < 1e-9);
         assert!(markdown_table("x", &[report]).contains("| static:2 | 100.00 %"));
+    }
+
+    #[test]
+    fn ttft_percentiles_count_requests_that_never_got_a_first_token() {
+        // 90 served at 0.5 s; 10 never got a first token: 5 gave up at 30 s, 5 still waited at
+        // the end (t = 100 s, having arrived at 0).
+        let mut outcomes: Vec<RequestOutcome> = (0..90)
+            .map(|i| RequestOutcome {
+                arrival: s(f64::from(i)),
+                first_token: Some(s(f64::from(i) + 0.5)),
+                finished: Some(s(f64::from(i) + 1.0)),
+                output_tokens: 10,
+                timed_out: false,
+                rejected: false,
+            })
+            .collect();
+        for _ in 0..5 {
+            outcomes.push(RequestOutcome {
+                arrival: s(0.0),
+                first_token: None,
+                finished: Some(s(30.0)),
+                output_tokens: 10,
+                timed_out: true,
+                rejected: false,
+            });
+            outcomes.push(RequestOutcome {
+                arrival: s(0.0),
+                first_token: None,
+                finished: None,
+                output_tokens: 10,
+                timed_out: false,
+                rejected: false,
+            });
+        }
+        let report = summarise(
+            "x",
+            &outcomes,
+            &SloTargets::default(),
+            0.0,
+            vec![],
+            &[],
+            s(100.0),
+        );
+        assert_eq!(report.timed_out, 5);
+        assert_eq!(report.completed, 90);
+        assert_eq!(report.slo_attainment, 0.9);
+        // Nearest rank 95 of 100: past the 90 served and the five 30 s ones.
+        assert_eq!(report.ttft_seconds.p95, Some(30.0));
+        assert_eq!(report.ttft_seconds.p99, Some(100.0));
     }
 }

@@ -1,12 +1,15 @@
 //! Scenarios the simulator replays: the bundled real traces, the source guide's synthetic step
-//! load, or any trace file, reshaped by a rate multiplier and time compression.
+//! load, any trace file, or a generated scenario (a rate curve with request sizes drawn from a
+//! bundled trace), reshaped by a rate multiplier and time compression; and the named training
+//! and held-out sets of generated scenarios.
 //!
-//! Owns: naming and loading scenarios. Does not own: reading trace formats
-//! ([`crate::trace`]).
+//! Owns: naming and loading scenarios, the generated scenarios and the sets. Does not own:
+//! reading trace formats or the rate curves themselves ([`crate::trace`]).
 
 use std::path::Path;
 use std::time::Duration;
 
+use crate::trace::generate::{self, RateCurve};
 use crate::trace::{self, Trace, TraceRequest};
 use vllm_emulator::SplitMix64;
 
@@ -30,8 +33,347 @@ const BUNDLED: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Names accepted by `--trace` besides file paths.
+/// Names accepted by `--trace` besides file paths and [`GENERATED`] names.
 pub const BUILTIN_NAMES: &[&str] = &["azure-code", "azure-conv", "mooncake", "step"];
+
+/// Which set a generated scenario belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScenarioSet {
+    /// Defaults may be tuned on these.
+    Training,
+    /// Never tuned on: the evaluation reports these.
+    HeldOut,
+}
+
+impl ScenarioSet {
+    /// Parses `training` or `held-out`.
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        match text.trim() {
+            "training" => Ok(Self::Training),
+            "held-out" | "heldout" => Ok(Self::HeldOut),
+            other => anyhow::bail!("--scenario-set {other:?}: expected training or held-out"),
+        }
+    }
+
+    /// The names of the set's scenarios.
+    pub fn names(self) -> Vec<&'static str> {
+        GENERATED
+            .iter()
+            .filter(|g| g.set == self)
+            .map(|g| g.name)
+            .collect()
+    }
+}
+
+/// A generated scenario: a rate curve over a duration, request sizes drawn from a bundled
+/// trace, arrivals a Poisson process drawn from the seed.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    /// Its name (`--trace NAME`).
+    pub name: &'static str,
+    /// Training or held-out.
+    pub set: ScenarioSet,
+    /// What it models, for reports.
+    pub description: &'static str,
+    /// Hours long.
+    pub hours: f64,
+    /// The bundled trace its request sizes are drawn from.
+    pub sizes: &'static str,
+    /// The offered load (requests per second) over time.
+    pub curve: fn() -> RateCurve,
+}
+
+const MIN: f64 = 60.0;
+const HOUR: f64 = 3600.0;
+
+/// Every generated scenario. Rates are for the default engine profile (Llama-3.1-8B on one
+/// H100, where one replica serves roughly 15-20 conversation or code requests per second and
+/// 2-3 Mooncake requests per second): troughs need 1 replica, peaks 5-15.
+pub const GENERATED: &[Generated] = &[
+    // Training set.
+    Generated {
+        name: "diurnal-conv",
+        set: ScenarioSet::Training,
+        description: "a compressed day: 4 to 40 req/s and back over 4 h (raised cosine)",
+        hours: 4.0,
+        sizes: "azure-conv",
+        curve: || RateCurve::Diurnal {
+            low: 4.0,
+            high: 40.0,
+            period_seconds: 4.0 * HOUR,
+        },
+    },
+    Generated {
+        name: "flash-crowd-code",
+        set: ScenarioSet::Training,
+        description: "8 req/s with a crowd of 60 req/s for 6 min at 45 min (1 min ramps), 2 h",
+        hours: 2.0,
+        sizes: "azure-code",
+        curve: || RateCurve::FlashCrowd {
+            base: 8.0,
+            crowd: 60.0,
+            start_seconds: 45.0 * MIN,
+            length_seconds: 6.0 * MIN,
+            ramp_seconds: MIN,
+        },
+    },
+    Generated {
+        name: "batch-bursts-conv",
+        set: ScenarioSet::Training,
+        description: "6 req/s with 8-minute bursts of 45 req/s every 45 min from 20 min, 3 h",
+        hours: 3.0,
+        sizes: "azure-conv",
+        curve: || RateCurve::BatchBursts {
+            base: 6.0,
+            burst: 45.0,
+            every_seconds: 45.0 * MIN,
+            length_seconds: 8.0 * MIN,
+            first_seconds: 20.0 * MIN,
+        },
+    },
+    Generated {
+        name: "ramp-code",
+        set: ScenarioSet::Training,
+        description: "4 req/s, ramping to 30 req/s from 30 min to 2.5 h, then held, 3 h",
+        hours: 3.0,
+        sizes: "azure-code",
+        curve: || RateCurve::Ramp {
+            from: 4.0,
+            to: 30.0,
+            start_seconds: 30.0 * MIN,
+            end_seconds: 2.5 * HOUR,
+        },
+    },
+    Generated {
+        name: "on-off-mooncake",
+        set: ScenarioSet::Training,
+        description: "8 req/s for 15 min, 1 req/s for 15 min, repeated, Mooncake sizes, 2 h",
+        hours: 2.0,
+        sizes: "mooncake",
+        curve: || RateCurve::OnOff {
+            on: 8.0,
+            off: 1.0,
+            on_seconds: 15.0 * MIN,
+            off_seconds: 15.0 * MIN,
+        },
+    },
+    // Held-out set: other shapes, sizes and timings than any training scenario.
+    Generated {
+        name: "working-day-conv",
+        set: ScenarioSet::HeldOut,
+        description: "a working day over 6 h: 4 req/s at night, two 40 req/s humps, a 20 req/s lunch",
+        hours: 6.0,
+        sizes: "azure-conv",
+        curve: || RateCurve::WorkingDay {
+            night: 4.0,
+            peak: 40.0,
+            lunch: 20.0,
+            day_seconds: 6.0 * HOUR,
+        },
+    },
+    Generated {
+        name: "flash-crowd-conv",
+        set: ScenarioSet::HeldOut,
+        description: "5 req/s with a crowd of 60 req/s for 5 min at 80 min (30 s ramps), 3 h",
+        hours: 3.0,
+        sizes: "azure-conv",
+        curve: || RateCurve::FlashCrowd {
+            base: 5.0,
+            crowd: 60.0,
+            start_seconds: 80.0 * MIN,
+            length_seconds: 5.0 * MIN,
+            ramp_seconds: 30.0,
+        },
+    },
+    Generated {
+        name: "batch-bursts-code",
+        set: ScenarioSet::HeldOut,
+        description: "5 req/s with 10-minute bursts of 40 req/s every 30 min from 10 min, 3 h",
+        hours: 3.0,
+        sizes: "azure-code",
+        curve: || RateCurve::BatchBursts {
+            base: 5.0,
+            burst: 40.0,
+            every_seconds: 30.0 * MIN,
+            length_seconds: 10.0 * MIN,
+            first_seconds: 10.0 * MIN,
+        },
+    },
+    Generated {
+        name: "slow-ramp-conv",
+        set: ScenarioSet::HeldOut,
+        description: "3 req/s, ramping to 40 req/s from 15 min to 2.5 h, then held, 3 h",
+        hours: 3.0,
+        sizes: "azure-conv",
+        curve: || RateCurve::Ramp {
+            from: 3.0,
+            to: 40.0,
+            start_seconds: 15.0 * MIN,
+            end_seconds: 2.5 * HOUR,
+        },
+    },
+    Generated {
+        name: "diurnal-mooncake",
+        set: ScenarioSet::HeldOut,
+        description: "a compressed day, 0.5 to 6 req/s and back over 4 h, Mooncake sizes",
+        hours: 4.0,
+        sizes: "mooncake",
+        curve: || RateCurve::Diurnal {
+            low: 0.5,
+            high: 6.0,
+            period_seconds: 4.0 * HOUR,
+        },
+    },
+    Generated {
+        name: "on-off-code",
+        set: ScenarioSet::HeldOut,
+        description: "35 req/s for 20 min, 3 req/s for 20 min, repeated, code sizes, 2 h",
+        hours: 2.0,
+        sizes: "azure-code",
+        curve: || RateCurve::OnOff {
+            on: 35.0,
+            off: 3.0,
+            on_seconds: 20.0 * MIN,
+            off_seconds: 20.0 * MIN,
+        },
+    },
+];
+
+/// The `(prompt, output)` pairs of a bundled trace.
+pub fn bundled_sizes(name: &str) -> anyhow::Result<Vec<(u32, u32)>> {
+    let (_, file, text) = BUNDLED
+        .iter()
+        .find(|b| b.0 == name)
+        .ok_or_else(|| anyhow::anyhow!("no bundled trace named {name:?}"))?;
+    Ok(trace::parse_trace(file, text)?
+        .requests
+        .iter()
+        .map(|r| (r.prompt_tokens, r.output_tokens))
+        .collect())
+}
+
+/// A generated scenario's requests: its curve times `rate_multiplier`, a Poisson process
+/// drawn from `seed`, sizes drawn from its bundled trace.
+pub fn generate(
+    g: &Generated,
+    rate_multiplier: f64,
+    seed: u64,
+) -> anyhow::Result<Vec<TraceRequest>> {
+    let sizes = bundled_sizes(g.sizes)?;
+    let curve = scale_curve((g.curve)(), rate_multiplier);
+    Ok(generate::poisson(&curve, g.hours * HOUR, &sizes, seed))
+}
+
+fn scale_curve(curve: RateCurve, k: f64) -> RateCurve {
+    if k == 1.0 {
+        return curve;
+    }
+    match curve {
+        RateCurve::Constant(r) => RateCurve::Constant(r * k),
+        RateCurve::Diurnal {
+            low,
+            high,
+            period_seconds,
+        } => RateCurve::Diurnal {
+            low: low * k,
+            high: high * k,
+            period_seconds,
+        },
+        RateCurve::WorkingDay {
+            night,
+            peak,
+            lunch,
+            day_seconds,
+        } => RateCurve::WorkingDay {
+            night: night * k,
+            peak: peak * k,
+            lunch: lunch * k,
+            day_seconds,
+        },
+        RateCurve::FlashCrowd {
+            base,
+            crowd,
+            start_seconds,
+            length_seconds,
+            ramp_seconds,
+        } => RateCurve::FlashCrowd {
+            base: base * k,
+            crowd: crowd * k,
+            start_seconds,
+            length_seconds,
+            ramp_seconds,
+        },
+        RateCurve::BatchBursts {
+            base,
+            burst,
+            every_seconds,
+            length_seconds,
+            first_seconds,
+        } => RateCurve::BatchBursts {
+            base: base * k,
+            burst: burst * k,
+            every_seconds,
+            length_seconds,
+            first_seconds,
+        },
+        RateCurve::Ramp {
+            from,
+            to,
+            start_seconds,
+            end_seconds,
+        } => RateCurve::Ramp {
+            from: from * k,
+            to: to * k,
+            start_seconds,
+            end_seconds,
+        },
+        RateCurve::OnOff {
+            on,
+            off,
+            on_seconds,
+            off_seconds,
+        } => RateCurve::OnOff {
+            on: on * k,
+            off: off * k,
+            on_seconds,
+            off_seconds,
+        },
+        RateCurve::Buckets {
+            bucket_seconds,
+            rates,
+        } => RateCurve::Buckets {
+            bucket_seconds,
+            rates: rates.into_iter().map(|r| r * k).collect(),
+        },
+    }
+}
+
+/// A real trace's arrival process resampled: a Poisson process following its per-minute rate
+/// (times `rate_multiplier`), drawn from `seed`, with sizes drawn from its own requests. Each
+/// seed gives another arrival process with the same shape.
+pub fn resample(requests: &[TraceRequest], rate_multiplier: f64, seed: u64) -> Vec<TraceRequest> {
+    let Some(last) = requests.last() else {
+        return Vec::new();
+    };
+    let bucket = 60.0;
+    let n = (last.arrival.as_secs_f64() / bucket) as usize + 1;
+    let mut counts = vec![0.0f64; n];
+    for r in requests {
+        counts[((r.arrival.as_secs_f64() / bucket) as usize).min(n - 1)] += 1.0;
+    }
+    let curve = RateCurve::Buckets {
+        bucket_seconds: bucket,
+        rates: counts
+            .iter()
+            .map(|c| c * rate_multiplier / bucket)
+            .collect(),
+    };
+    let sizes: Vec<(u32, u32)> = requests
+        .iter()
+        .map(|r| (r.prompt_tokens, r.output_tokens))
+        .collect();
+    generate::poisson(&curve, n as f64 * bucket, &sizes, seed)
+}
 
 /// A named request stream, with the instants where its offered load steps up (for the
 /// reaction-time measure).
@@ -72,6 +414,56 @@ pub fn load(
     time_compression: f64,
     seed: u64,
 ) -> anyhow::Result<Scenario> {
+    if let Some(g) = GENERATED.iter().find(|g| g.name == spec) {
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(rate_multiplier) || !positive(time_compression) {
+            anyhow::bail!(
+                "--rate-multiplier {rate_multiplier} / --time-compression {time_compression}: \
+                 expected positive finite numbers"
+            );
+        }
+        let mut requests = generate(g, rate_multiplier, seed)?;
+        if time_compression != 1.0 {
+            for r in &mut requests {
+                r.arrival = r.arrival.div_f64(time_compression);
+            }
+        }
+        if requests.is_empty() {
+            anyhow::bail!("--trace {spec:?}: the scenario holds no requests");
+        }
+        let name = if rate_multiplier == 1.0 {
+            g.name.to_string()
+        } else {
+            format!("{} x{rate_multiplier}", g.name)
+        };
+        return Ok(Scenario {
+            name,
+            requests,
+            load_steps: Vec::new(),
+        });
+    }
+    if let Some(inner) = spec.strip_prefix("poisson:") {
+        let base = load(inner, 1.0, 1.0, seed)?;
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(rate_multiplier) || !positive(time_compression) {
+            anyhow::bail!(
+                "--rate-multiplier {rate_multiplier} / --time-compression {time_compression}: \
+                 expected positive finite numbers"
+            );
+        }
+        let mut requests = resample(&base.requests, rate_multiplier, seed);
+        for r in &mut requests {
+            r.arrival = r.arrival.div_f64(time_compression);
+        }
+        if requests.is_empty() {
+            anyhow::bail!("--trace {spec:?}: the scenario holds no requests");
+        }
+        return Ok(Scenario {
+            name: format!("{} poisson x{rate_multiplier}", base.name),
+            requests,
+            load_steps: Vec::new(),
+        });
+    }
     let mut scenario = if spec == "step" {
         step_scenario()
     } else if let Some((name, file, text)) = BUNDLED.iter().find(|b| b.0 == spec) {
@@ -86,8 +478,14 @@ pub fn load(
         if !path.exists() {
             anyhow::bail!(
                 "--trace {spec:?}: no such file and not a built-in scenario; use a trace file \
-                 (Azure 2023 CSV or Mooncake JSONL) or one of {}",
-                BUILTIN_NAMES.join(", ")
+                 (Azure 2023 CSV or Mooncake JSONL), poisson:NAME (a bundled trace's rate \
+                 resampled), or one of {}, {}",
+                BUILTIN_NAMES.join(", "),
+                GENERATED
+                    .iter()
+                    .map(|g| g.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
         let trace = trace::read_trace(path)?;

@@ -10,6 +10,7 @@
 //!
 //! Bad rows never panic: every error names the file, the 1-based line and the fix.
 
+pub mod generate;
 mod read;
 
 use std::time::Duration;

@@ -1,0 +1,278 @@
+//! The evaluation protocol's guarantees on short scenarios: the fluid lower bound is below
+//! every policy's GPU-hours, no static fleet beats the clairvoyant planner, `static:best` is
+//! the smallest static fleet meeting the target, seeds redraw the arrival process, every
+//! policy meets the same start-up draws, and timed-out clients are misses that leave the engine.
+
+use std::time::Duration;
+
+use vllm_keda_tools::simulate::fleet::{
+    self, Autoscaler, FleetSettings, ReplicaState, StartupSpread, VirtualFleet,
+};
+use vllm_keda_tools::simulate::scenario::{self, Scenario, ScenarioSet};
+use vllm_keda_tools::simulate::{PolicySpec, Simulation};
+use vllm_keda_tools::trace::generate::{self, RateCurve};
+
+/// A 12-minute flash crowd over conversation-sized requests: 2 req/s, 20 req/s from minute 4
+/// for 3 minutes (about 4,700 requests). Short enough for a debug build, bursty enough that
+/// policies differ.
+fn crowd(seed: u64) -> Scenario {
+    let sizes = scenario::bundled_sizes("azure-conv").unwrap();
+    let curve = RateCurve::FlashCrowd {
+        base: 2.0,
+        crowd: 20.0,
+        start_seconds: 240.0,
+        length_seconds: 180.0,
+        ramp_seconds: 20.0,
+    };
+    Scenario {
+        name: format!("crowd-{seed}"),
+        requests: generate::poisson(&curve, 720.0, &sizes, seed),
+        load_steps: Vec::new(),
+    }
+}
+
+fn simulation(seed: u64) -> Simulation {
+    Simulation {
+        fleet: FleetSettings {
+            startup_delay: Duration::from_secs(120),
+            startup_seed: seed,
+            ..FleetSettings::default()
+        },
+        ours: Simulation::ours_config(&[], 1, 4).unwrap(),
+        min_replicas: 1,
+        max_replicas: 4,
+        seed,
+        ..Simulation::default()
+    }
+}
+
+#[test]
+fn the_lower_bound_is_below_every_policy_and_clairvoyant_is_not_beaten_by_a_static_fleet() {
+    for seed in [1, 2] {
+        let scenario = crowd(seed);
+        let sim = simulation(seed);
+        let bound = sim.lower_bound_hours(&scenario);
+        assert!(bound > 0.0);
+        let policies = [
+            "ours",
+            "prometheus-keda",
+            "prometheus-keda-tuned",
+            "kpa",
+            "kpa:64:stable=180:delay=300",
+            "apa",
+            "static:best",
+            "clairvoyant",
+        ];
+        let mut clairvoyant = None;
+        // Every policy on the first seed; the references on the second.
+        let policies = if seed == 1 {
+            &policies[..]
+        } else {
+            &policies[6..]
+        };
+        for &name in policies {
+            let policy = PolicySpec::parse(name).unwrap();
+            let (_, report) = sim.run_policy(&scenario, &policy).unwrap();
+            assert_eq!(report.scenario, scenario.name);
+            assert_eq!(report.seed, seed);
+            assert_eq!(report.gpu_hours_lower_bound, bound);
+            assert!(
+                report.gpu_hours > bound,
+                "seed {seed} {name}: {} GPU-h below the bound {bound}",
+                report.gpu_hours
+            );
+            if name == "clairvoyant" {
+                clairvoyant = Some(report);
+            }
+        }
+        let clairvoyant = clairvoyant.unwrap();
+        for n in 1..=4 {
+            let (_, fixed) = sim.run_policy(&scenario, &PolicySpec::Static(n)).unwrap();
+            assert!(fixed.gpu_hours > bound, "static:{n}");
+            assert_eq!(fixed.static_replicas, Some(n));
+            let beats = fixed.slo_attainment > clairvoyant.slo_attainment
+                && fixed.gpu_hours <= clairvoyant.gpu_hours;
+            assert!(
+                !beats,
+                "seed {seed}: static:{n} ({}, {} GPU-h) beats clairvoyant ({}, {} GPU-h)",
+                fixed.slo_attainment,
+                fixed.gpu_hours,
+                clairvoyant.slo_attainment,
+                clairvoyant.gpu_hours
+            );
+        }
+    }
+}
+
+#[test]
+fn static_best_is_the_smallest_static_fleet_meeting_the_target() {
+    let scenario = crowd(3);
+    let sim = simulation(3);
+    let (_, best) = sim.run_policy(&scenario, &PolicySpec::StaticBest).unwrap();
+    assert_eq!(best.policy, "static:best");
+    let n = best.static_replicas.expect("static:best reports its size");
+    let attainment = |n| {
+        sim.run_policy(&scenario, &PolicySpec::Static(n))
+            .unwrap()
+            .1
+            .slo_attainment
+    };
+    if best.slo_attainment >= sim.slo_target {
+        if n > 1 {
+            assert!(
+                attainment(n - 1) < sim.slo_target,
+                "static:{} also meets it",
+                n - 1
+            );
+        }
+    } else {
+        assert_eq!(
+            n, sim.max_replicas,
+            "no fleet meets it: the largest is best"
+        );
+    }
+    assert_eq!(attainment(n), best.slo_attainment);
+}
+
+#[test]
+fn seeds_redraw_the_arrival_process_of_generated_and_resampled_scenarios() {
+    for spec in ["flash-crowd-conv", "poisson:azure-code"] {
+        let load = |seed| scenario::load(spec, 1.0, 1.0, seed).unwrap();
+        let (a, b, c) = (load(1), load(1), load(2));
+        assert_eq!(a, b, "{spec}: the same seed, the same scenario");
+        assert_ne!(a.requests, c.requests, "{spec}");
+        // Not a jitter of the same instants: the arrival counts themselves differ.
+        let first_hour = |s: &Scenario| {
+            s.requests
+                .iter()
+                .filter(|r| r.arrival < Duration::from_secs(3600))
+                .count()
+        };
+        assert_ne!(first_hour(&a), first_hour(&c), "{spec}");
+    }
+    // The sets are named, disjoint and selectable.
+    let training = ScenarioSet::parse("training").unwrap().names();
+    let held_out = ScenarioSet::parse("held-out").unwrap().names();
+    assert!(training.len() >= 5 && held_out.len() >= 5);
+    assert!(training.iter().all(|t| !held_out.contains(t)));
+    assert!(ScenarioSet::parse("test").is_err());
+}
+
+/// Records when each replica became ready, polling every second.
+struct Watcher {
+    next: Duration,
+    asked: bool,
+    ready_at: Vec<(u64, Duration, Duration)>,
+}
+
+impl Autoscaler for Watcher {
+    fn next_wake(&self) -> Option<Duration> {
+        (self.next < Duration::from_secs(900)).then_some(self.next)
+    }
+
+    fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
+        self.next += Duration::from_secs(1);
+        for r in fleet.ready() {
+            if r.state == ReplicaState::Ready && !self.ready_at.iter().any(|x| x.0 == r.id) {
+                self.ready_at.push((r.id, r.created, now));
+            }
+        }
+        if !self.asked {
+            self.asked = true;
+            return Some(4);
+        }
+        None
+    }
+}
+
+#[test]
+fn start_up_delays_are_drawn_per_replica_the_same_for_every_run() {
+    let spread = StartupSpread::Uniform {
+        low: 60.0,
+        high: 600.0,
+    };
+    let draws = spread.draws(Duration::from_secs(300), 7, 3);
+    assert!(
+        draws
+            .iter()
+            .all(|d| (60.0..=600.0).contains(&d.as_secs_f64()))
+    );
+    assert_ne!(draws[0], draws[1]);
+    assert_eq!(draws, spread.draws(Duration::from_secs(300), 7, 3));
+    let settings = FleetSettings {
+        startup_delay: Duration::from_secs(300),
+        startup_spread: spread,
+        startup_seed: 7,
+        ..FleetSettings::default()
+    };
+    // Two requests a second until 700 s keep the run going past the longest draw.
+    let sizes = scenario::bundled_sizes("azure-conv").unwrap();
+    let requests = generate::poisson(&RateCurve::Constant(2.0), 700.0, &sizes, 1);
+    let mut watcher = Watcher {
+        next: Duration::ZERO,
+        asked: false,
+        ready_at: Vec::new(),
+    };
+    fleet::run(&requests, &settings, 1, &mut watcher);
+    // Replica 0 started ready; replicas 1..=3 were asked for at 0 and got draws 0..=2.
+    let mut started: Vec<_> = watcher.ready_at.iter().filter(|r| r.0 > 0).collect();
+    started.sort_by_key(|r| r.0);
+    assert_eq!(started.len(), 3, "{:?}", watcher.ready_at);
+    for (k, (_, created, ready)) in started.iter().enumerate() {
+        let waited = ready.saturating_sub(*created);
+        // Seen at the first whole second at or after the draw.
+        assert!(
+            waited >= draws[k] && waited < draws[k] + Duration::from_secs(1),
+            "replica {k}: waited {waited:?}, drew {:?}",
+            draws[k]
+        );
+    }
+    // Lognormal draws centre on their median.
+    let logn = StartupSpread::LogNormal {
+        median: 300.0,
+        sigma: 0.3,
+    }
+    .draws(Duration::from_secs(300), 1, 400);
+    let below = logn.iter().filter(|d| d.as_secs_f64() < 300.0).count();
+    assert!(
+        (150..250).contains(&below),
+        "{below} of 400 below the median"
+    );
+}
+
+#[test]
+fn timed_out_clients_are_misses_that_leave_the_engine_and_count_in_ttft() {
+    // Three times one replica's capacity for 2 minutes on a static fleet of one.
+    let sizes = scenario::bundled_sizes("azure-conv").unwrap();
+    let requests = generate::poisson(&RateCurve::Constant(45.0), 120.0, &sizes, 5);
+    let scenario = Scenario {
+        name: "overload".into(),
+        requests,
+        load_steps: Vec::new(),
+    };
+    let mut sim = simulation(5);
+    let (patient_run, patient) = sim.run_policy(&scenario, &PolicySpec::Static(1)).unwrap();
+    assert_eq!(patient.timed_out, 0);
+    sim.fleet.client_timeout = Some(Duration::from_secs(30));
+    let (run, report) = sim.run_policy(&scenario, &PolicySpec::Static(1)).unwrap();
+    assert!(
+        report.timed_out > report.requests / 4,
+        "{} of {}",
+        report.timed_out,
+        report.requests
+    );
+    for o in run.outcomes.iter().filter(|o| o.timed_out) {
+        assert_eq!(o.finished, Some(o.arrival + Duration::from_secs(30)));
+        assert!(!sim.slo.met(o));
+    }
+    // The TTFT percentile counts the requests that never got a first token (with their 30 s).
+    assert!(report.ttft_p95_seconds.unwrap() >= 29.0, "{report:?}");
+    // Aborted work leaves the engine: the run ends sooner than the patient one.
+    assert!(
+        run.end < patient_run.end,
+        "{:?} {:?}",
+        run.end,
+        patient_run.end
+    );
+    assert!(report.completed + report.timed_out == report.requests);
+}
