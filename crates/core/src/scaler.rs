@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use crate::config::ScalerConfig;
 use crate::exposition::{self, ParseError};
+use crate::policy::proactive::Proactive;
 use crate::policy::{Decision, Policy, PolicyConfig, PolicyState};
 use crate::signals::{FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, SignalSettings};
 
@@ -109,6 +110,8 @@ pub struct Scaler {
     window: FleetWindow,
     policy: Policy,
     state: PolicyState,
+    /// The proactive policy when the metadata selects it (`policy: proactive`).
+    proactive: Option<Proactive>,
 }
 
 impl Scaler {
@@ -127,6 +130,7 @@ impl Scaler {
     pub fn with_settings(signals: SignalSettings, policy: PolicyConfig) -> Self {
         Self {
             window: FleetWindow::new(signals),
+            proactive: policy.proactive.clone().map(Proactive::new),
             policy: Policy::new(policy),
             state: PolicyState::default(),
         }
@@ -167,7 +171,10 @@ impl Scaler {
     /// Computes the signals at `now` and decides on them.
     pub fn decide(&mut self, now: Duration) -> Step {
         let signals = self.window.compute(now);
-        let decision = self.policy.decide(now, &signals, &mut self.state);
+        let decision = match &mut self.proactive {
+            Some(p) => p.decide(&self.policy, now, &signals, &mut self.state),
+            None => self.policy.decide(now, &signals, &mut self.state),
+        };
         Step { signals, decision }
     }
 
