@@ -5,6 +5,11 @@
 
 /// How far one breaching observation moves the estimate towards the throughput at the breach.
 const CORRECTION: f64 = 0.1;
+/// How much one comfortable observation raises the estimate (a probe: a fleet sized below its
+/// capacity never shows a higher throughput by itself).
+const PROBE: f64 = 0.003;
+/// A comfortable observation: the fleet serves at least this fraction of the estimate...
+const PROBE_LOAD: f64 = 0.5;
 
 /// What one observation of the fleet says about capacity.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -15,6 +20,8 @@ pub struct Observation {
     pub within_slo: bool,
     /// A P95 latency (TTFT or ITL) over its SLO.
     pub breached: bool,
+    /// Every P95 latency below half its SLO: room to serve more.
+    pub comfortable: bool,
 }
 
 /// The running estimate of requests per second one replica serves within the SLO.
@@ -64,6 +71,10 @@ impl CapacityEstimate {
                 self.value = Some(c - CORRECTION * (c - x));
                 self.learned = true;
             }
+            Some(c) if o.within_slo && o.comfortable && x >= PROBE_LOAD * c => {
+                self.value = Some(c * (1.0 + PROBE));
+                self.learned = true;
+            }
             _ => {}
         }
     }
@@ -78,6 +89,7 @@ mod tests {
             per_replica: x,
             within_slo: true,
             breached: false,
+            comfortable: false,
         }
     }
 
@@ -86,7 +98,28 @@ mod tests {
             per_replica: x,
             within_slo: false,
             breached: true,
+            comfortable: false,
         }
+    }
+
+    #[test]
+    fn comfortable_load_probes_upwards_idle_does_not() {
+        let mut c = CapacityEstimate::with_prior(Some(10.0));
+        let easy = |x| Observation {
+            comfortable: true,
+            ..ok(x)
+        };
+        c.observe(easy(2.0));
+        assert_eq!(c.value(), Some(10.0), "too little load to say anything");
+        for _ in 0..100 {
+            c.observe(easy(6.0));
+        }
+        let v = c.value().unwrap();
+        // Up to where 6 per replica is half the estimate, no further.
+        assert!((12.0..12.1).contains(&v), "{v}");
+        // Not comfortable (latency above half its SLO): no probe.
+        c.observe(ok(6.0));
+        assert_eq!(c.value(), Some(v));
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //!    the growth of waiting and running requests over the last minute, plus the backlog
 //!    (waiting requests) to clear within a minute;
 //! 3. learns the capacity of one replica within the SLO ([`capacity`]), from the throughput per
-//!    ready replica while P95 TTFT and ITL stay within their SLOs, corrected down when they
-//!    break at a lower throughput; an optional prior starts it;
+//!    ready replica while P95 TTFT and ITL stay within their SLOs, probed upwards while they
+//!    stay below half their SLOs under load, corrected down when they break at a lower
+//!    throughput; an optional prior starts it;
 //! 4. forecasts demand over the start-up horizon (learned from how long asked-for replicas took
 //!    to answer, or set): the current demand plus a rising trend over the horizon, and the
 //!    recent peak for scale-in;
@@ -199,10 +200,14 @@ impl Proactive {
         };
         let breached = over(f.ttft_seconds.p95, c.ttft_slo_seconds)
             || over(f.itl_seconds.p95, c.itl_slo_seconds);
+        let half = |slo: Option<f64>| slo.map(|s| s / 2.0);
+        let comfortable = !over(f.ttft_seconds.p95, half(c.ttft_slo_seconds))
+            && !over(f.itl_seconds.p95, half(c.itl_slo_seconds));
         self.capacity.observe(Observation {
             per_replica: finished / f64::from(replicas.max(1)),
             within_slo: !breached && queue <= f64::from(ready),
             breached,
+            comfortable,
         });
         let Some(cap) = self.capacity.value() else {
             let mut d = guide;
