@@ -539,7 +539,7 @@ fn unknown_keys_are_errors_with_a_suggestion() {
 
 #[test]
 fn every_documented_key_is_accepted_and_keda_keys_are_ignored() {
-    assert_eq!(KEYS.len(), 26);
+    assert_eq!(KEYS.len(), 27);
     for k in KEYS {
         let e = parse(&[(k.key, "\u{1}")]);
         if let Err(e) = e {
