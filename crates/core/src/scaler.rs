@@ -45,6 +45,7 @@ use serde::Serialize;
 
 use crate::config::ScalerConfig;
 use crate::exposition::{self, ParseError};
+use crate::policy::proactive::Proactive;
 use crate::policy::{CurrentReplicas, Decision, Policy, PolicyConfig, PolicyState};
 use crate::signals::{
     FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, STALE_AFTER_INTERVALS, SignalSettings,
@@ -303,6 +304,8 @@ pub struct Scaler {
     state: PolicyState,
     /// Why each vLLM target of the last recorded round gave no snapshot.
     failures: BTreeMap<String, Missing>,
+    /// The proactive policy when the metadata selects it (`policy: proactive`).
+    proactive: Option<Proactive>,
 }
 
 impl Scaler {
@@ -323,6 +326,7 @@ impl Scaler {
     pub fn with_settings(signals: SignalSettings, policy: PolicyConfig) -> Self {
         Self {
             window: FleetWindow::new(signals),
+            proactive: policy.proactive.clone().map(Proactive::new),
             policy: Policy::new(policy),
             state: PolicyState::default(),
             failures: BTreeMap::new(),
@@ -430,8 +434,13 @@ impl Scaler {
     /// Computes the signals at `now` and decides on them.
     pub fn decide(&mut self, now: Duration) -> Step {
         let signals = self.window.compute(now);
-        let decision = self.policy.decide(now, &signals, &mut self.state);
         let view = self.view(&signals);
+        // The proactive policy decides only from a full view; from a partial or empty one the
+        // guide's rules answer, and they never scale in while a known target is unobserved.
+        let decision = match &mut self.proactive {
+            Some(p) if view.is_full() => p.decide(&self.policy, now, &signals, &mut self.state),
+            _ => self.policy.decide(now, &signals, &mut self.state),
+        };
         Step {
             signals,
             decision,

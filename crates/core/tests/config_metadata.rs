@@ -549,7 +549,7 @@ fn unknown_keys_are_errors_with_a_suggestion() {
 
 #[test]
 fn every_documented_key_is_accepted_and_keda_keys_are_ignored() {
-    assert_eq!(KEYS.len(), 26);
+    assert_eq!(KEYS.len(), 27);
     for k in KEYS {
         let e = parse(&[(k.key, "\u{1}")]);
         if let Err(e) = e {
@@ -602,6 +602,7 @@ fn non_default(key: &str) -> Option<(&'static [(&'static str, &'static str)], &'
         "scrapeIntervalSeconds" => (ENDPOINTS, "5"),
         "hpaTolerance" => (ENDPOINTS, "0"),
         "mode" => (ENDPOINTS, "advisory"),
+        "policy" => (ENDPOINTS, "proactive"),
         "dcgmEndpoints" => (ENDPOINTS, "10.0.1.1:9400"),
         "dcgmService" => (ENDPOINTS, "dcgm"),
         _ => return None,

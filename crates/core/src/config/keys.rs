@@ -275,6 +275,15 @@ pub const KEYS: &[MetadataKey] = &[
         },
     },
     MetadataKey {
+        key: "policy",
+        default: "guide",
+        meaning: "`guide` runs the source guide's reactive rules alone; `proactive` sizes the fleet for the demand forecast over the start-up time at a learned per-replica capacity, with the guide's rules as a backstop; settings follow after `;`: `utilization=F` (default 0.8), `capacity=R` (prior, requests per second per replica within the SLO), `startup=S` (seconds; learned when unset)",
+        read: |d, v| {
+            d.policy.proactive = crate::policy::proactive::parse_policy(v)?;
+            Ok(())
+        },
+    },
+    MetadataKey {
         key: "dcgmEndpoints",
         default: "unset",
         meaning: "comma-separated DCGM exporter URLs or `host:port` entries (GPU memory joins the calm check)",

@@ -48,6 +48,7 @@
 mod decide;
 mod explain;
 mod hpa;
+pub mod proactive;
 mod rules;
 
 use std::collections::VecDeque;
@@ -137,6 +138,9 @@ pub struct PolicyConfig {
     pub hpa_tolerance: f64,
     /// Whether the decided target is returned (`mode`).
     pub mode: Mode,
+    /// `policy`: `None` runs the guide's rules alone; `Some` the proactive policy
+    /// ([`proactive`]) with the guide's rules as its backstop.
+    pub proactive: Option<proactive::ProactiveConfig>,
 }
 
 impl Default for PolicyConfig {
@@ -166,6 +170,7 @@ impl Default for PolicyConfig {
             startup_grace: Duration::from_secs(600),
             hpa_tolerance: 0.1,
             mode: Mode::Active,
+            proactive: None,
         }
     }
 }

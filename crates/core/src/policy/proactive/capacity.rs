@@ -1,0 +1,159 @@
+//! What one replica serves within the SLO, learned online from the fleet: the throughput per
+//! ready replica observed while P95 TTFT and ITL stayed within their SLOs raises the estimate;
+//! a breach at a lower throughput lowers it (a correction factor in the spirit of Dynamo
+//! Planner's). An optional prior from the metadata is the starting point.
+
+/// How far one breaching observation moves the estimate towards the throughput at the breach.
+const CORRECTION: f64 = 0.1;
+/// How much one comfortable observation raises the estimate (a probe: a fleet sized below its
+/// capacity never shows a higher throughput by itself).
+const PROBE: f64 = 0.003;
+/// A comfortable observation: the fleet serves at least this fraction of the estimate...
+const PROBE_LOAD: f64 = 0.5;
+
+/// What one observation of the fleet says about capacity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Observation {
+    /// Finished requests per second per ready replica.
+    pub per_replica: f64,
+    /// P95 TTFT and ITL within their SLOs and no queue beyond one request per replica.
+    pub within_slo: bool,
+    /// A P95 latency (TTFT or ITL) over its SLO.
+    pub breached: bool,
+    /// Every P95 latency below half its SLO: room to serve more.
+    pub comfortable: bool,
+}
+
+/// The running estimate of requests per second one replica serves within the SLO.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CapacityEstimate {
+    value: Option<f64>,
+    /// Whether any observation has moved it (else it is the prior, or unknown).
+    learned: bool,
+}
+
+impl CapacityEstimate {
+    /// Starts from a prior (requests per second per replica), or from nothing.
+    pub fn with_prior(prior: Option<f64>) -> Self {
+        Self {
+            value: prior.filter(|p| p.is_finite() && *p > 0.0),
+            learned: false,
+        }
+    }
+
+    /// The estimate, once there is one.
+    pub fn value(&self) -> Option<f64> {
+        self.value
+    }
+
+    /// Whether observations have moved it.
+    pub fn learned(&self) -> bool {
+        self.learned
+    }
+
+    /// Updates the estimate with one observation: a throughput served within the SLO is at
+    /// least the capacity; a breach at a lower throughput moves the estimate towards it.
+    pub fn observe(&mut self, o: Observation) {
+        let x = o.per_replica;
+        if !x.is_finite() || x <= 0.0 {
+            return;
+        }
+        match self.value {
+            None if o.within_slo => {
+                self.value = Some(x);
+                self.learned = true;
+            }
+            Some(c) if o.within_slo && x > c => {
+                self.value = Some(x);
+                self.learned = true;
+            }
+            Some(c) if o.breached && x < c => {
+                self.value = Some(c - CORRECTION * (c - x));
+                self.learned = true;
+            }
+            Some(c) if o.within_slo && o.comfortable && x >= PROBE_LOAD * c => {
+                self.value = Some(c * (1.0 + PROBE));
+                self.learned = true;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(x: f64) -> Observation {
+        Observation {
+            per_replica: x,
+            within_slo: true,
+            breached: false,
+            comfortable: false,
+        }
+    }
+
+    fn bad(x: f64) -> Observation {
+        Observation {
+            per_replica: x,
+            within_slo: false,
+            breached: true,
+            comfortable: false,
+        }
+    }
+
+    #[test]
+    fn comfortable_load_probes_upwards_idle_does_not() {
+        let mut c = CapacityEstimate::with_prior(Some(10.0));
+        let easy = |x| Observation {
+            comfortable: true,
+            ..ok(x)
+        };
+        c.observe(easy(2.0));
+        assert_eq!(c.value(), Some(10.0), "too little load to say anything");
+        for _ in 0..100 {
+            c.observe(easy(6.0));
+        }
+        let v = c.value().unwrap();
+        // Up to where 6 per replica is half the estimate, no further.
+        assert!((12.0..12.1).contains(&v), "{v}");
+        // Not comfortable (latency above half its SLO): no probe.
+        c.observe(ok(6.0));
+        assert_eq!(c.value(), Some(v));
+    }
+
+    #[test]
+    fn healthy_throughput_raises_and_breaches_lower() {
+        let mut c = CapacityEstimate::with_prior(None);
+        assert_eq!(c.value(), None);
+        c.observe(bad(3.0));
+        assert_eq!(c.value(), None, "a breach alone gives no capacity");
+        c.observe(ok(10.0));
+        c.observe(ok(8.0));
+        assert_eq!(c.value(), Some(10.0));
+        c.observe(ok(14.0));
+        assert_eq!(c.value(), Some(14.0));
+        // Breaking the SLO at 12 per replica: the estimate moves towards 12, never below it.
+        for _ in 0..100 {
+            c.observe(bad(12.0));
+        }
+        let v = c.value().unwrap();
+        assert!((12.0..12.01).contains(&v), "{v}");
+        // A breach above the estimate says nothing new.
+        c.observe(bad(20.0));
+        assert_eq!(c.value(), Some(v));
+        assert!(c.learned());
+    }
+
+    #[test]
+    fn a_prior_is_the_start_and_junk_is_ignored() {
+        let mut c = CapacityEstimate::with_prior(Some(15.0));
+        assert_eq!(c.value(), Some(15.0));
+        assert!(!c.learned());
+        c.observe(ok(f64::NAN));
+        c.observe(ok(-1.0));
+        c.observe(ok(9.0));
+        assert_eq!(c.value(), Some(15.0));
+        assert_eq!(CapacityEstimate::with_prior(Some(0.0)).value(), None);
+    }
+}

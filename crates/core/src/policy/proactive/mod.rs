@@ -1,0 +1,406 @@
+//! The proactive, capacity-aware policy (`policy: proactive`): replicas from what the fleet
+//! will need by the time a new replica is ready, with the guide's reactive rules as a backstop.
+//!
+//! Each decision:
+//! 1. runs the guide's rules ([`super::Policy::decide`]) on the same state, from the level this
+//!    policy asked for last time: a trigger that fires (queue, TTFT, ITL, e2e, KV, preemptions)
+//!    still raises the level exactly as under `policy: guide`;
+//! 2. estimates demand ([`forecast`]): arrivals per second = finished requests per second plus
+//!    the growth of waiting and running requests over the last minute, plus the backlog
+//!    (waiting requests) to clear within a minute;
+//! 3. learns the capacity of one replica within the SLO ([`capacity`]), from the throughput per
+//!    ready replica while P95 TTFT and ITL stay within their SLOs, probed upwards while they
+//!    stay below half their SLOs under load, corrected down when they break at a lower
+//!    throughput; an optional prior starts it;
+//! 4. forecasts demand over the start-up horizon (learned from how long asked-for replicas took
+//!    to answer, or set): the current demand plus a rising trend over the horizon, and the
+//!    recent peak for scale-in;
+//! 5. needs `ceil(forecast / (capacity x utilisation))` replicas: one step up to that need
+//!    (widened to the HPA's tolerance as the guide does); capacity still starting is withdrawn
+//!    when the need falls to what is ready; below the ready replicas it scales in to the highest
+//!    need of the calm period, once the need has stayed below the level that long with no
+//!    trigger, at most once per scale-down period.
+//!
+//! Without a capacity estimate yet (no prior and nothing observed within the SLO) the guide
+//! decides alone. Pure: time is an argument.
+
+pub mod capacity;
+pub mod forecast;
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use self::capacity::{CapacityEstimate, Observation};
+use self::forecast::{DemandTracker, Forecast};
+use super::explain::{num, pct};
+use super::hpa::{hpa_would_act, smallest_acted_scale_up};
+use super::{Decision, Mode, Policy, PolicyConfig, PolicyState, Reason};
+use crate::signals::FleetSignals;
+
+/// The start-up horizon used until one is observed, seconds.
+const DEFAULT_STARTUP_SECONDS: f64 = 300.0;
+/// The window the demand trend is fitted over.
+const TREND_WINDOW: Duration = Duration::from_secs(300);
+/// Waiting requests are to be cleared within this long.
+const BACKLOG_DRAIN_SECONDS: f64 = 60.0;
+/// Starting capacity is withdrawn only when the need stayed below it this long.
+const WITHDRAW_AFTER: Duration = Duration::from_secs(60);
+
+/// Settings of the proactive policy (the metadata key `policy`, see [`parse_policy`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProactiveConfig {
+    /// Fraction of a replica's capacity within the SLO the fleet is sized to use (0..1].
+    pub target_utilization: f64,
+    /// Prior: requests per second one replica serves within the SLO (learned when unset).
+    pub capacity_per_replica: Option<f64>,
+    /// Seconds from asking for a replica to it answering (learned when unset).
+    pub startup_seconds: Option<f64>,
+}
+
+impl Default for ProactiveConfig {
+    fn default() -> Self {
+        Self {
+            target_utilization: DEFAULT_UTILIZATION,
+            capacity_per_replica: None,
+            startup_seconds: None,
+        }
+    }
+}
+
+/// The default target utilisation (chosen on the training scenarios, docs/policy.md).
+pub const DEFAULT_UTILIZATION: f64 = 0.8;
+
+/// Reads the value of the `policy` key: `guide` (`None`), or `proactive` optionally followed by
+/// `;`- or space-separated settings `utilization=F` (0..1], `capacity=R` (requests per second
+/// per replica) and `startup=S` (seconds).
+pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
+    let mut parts = value
+        .split([';', ' ', '\t'])
+        .map(str::trim)
+        .filter(|p| !p.is_empty());
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica) and `; startup=S` (seconds)";
+    match parts.next() {
+        Some("guide") => {
+            if parts.next().is_some() {
+                return Err(format!("`guide` takes no settings; {expected}"));
+            }
+            Ok(None)
+        }
+        Some("proactive") => {
+            let mut c = ProactiveConfig::default();
+            for part in parts {
+                let (k, v) = part
+                    .split_once('=')
+                    .ok_or_else(|| format!("{part:?} is not KEY=VALUE; {expected}"))?;
+                let x: f64 = v
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|x: &f64| x.is_finite() && *x > 0.0)
+                    .ok_or_else(|| format!("{k}={v:?} is not a positive number; {expected}"))?;
+                match k.trim() {
+                    "utilization" if x <= 1.0 => c.target_utilization = x,
+                    "capacity" => c.capacity_per_replica = Some(x),
+                    "startup" if x <= 86_400.0 => c.startup_seconds = Some(x),
+                    _ => {
+                        return Err(format!(
+                            "{part:?}: unknown setting or out of range; {expected}"
+                        ));
+                    }
+                }
+            }
+            Ok(Some(c))
+        }
+        _ => Err(expected.to_owned()),
+    }
+}
+
+/// The proactive policy of one ScaledObject: its settings and what it has learned.
+#[derive(Debug, Clone)]
+pub struct Proactive {
+    config: ProactiveConfig,
+    demand: DemandTracker,
+    capacity: CapacityEstimate,
+    /// The oldest unanswered ask: when the level rose, and to what.
+    pending_ask: Option<(Duration, u32)>,
+    /// The start-up time learned from answered asks, seconds.
+    startup_learned: Option<f64>,
+    /// Needs at the horizon over the calm period: (when, replicas).
+    needs: VecDeque<(Duration, u32)>,
+    /// Ready replicas over the rate window: (when, ready).
+    ready_seen: VecDeque<(Duration, u32)>,
+    /// Since when the need has stayed below the level with no trigger.
+    below_since: Option<Duration>,
+    /// The last scale-in.
+    last_down: Option<Duration>,
+}
+
+impl Proactive {
+    /// A fresh policy with these settings.
+    pub fn new(config: ProactiveConfig) -> Self {
+        Self {
+            capacity: CapacityEstimate::with_prior(config.capacity_per_replica),
+            config,
+            demand: DemandTracker::default(),
+            pending_ask: None,
+            startup_learned: None,
+            needs: VecDeque::new(),
+            ready_seen: VecDeque::new(),
+            below_since: None,
+            last_down: None,
+        }
+    }
+
+    /// The current capacity estimate (requests per second per replica within the SLO).
+    pub fn capacity(&self) -> Option<f64> {
+        self.capacity.value()
+    }
+
+    /// The start-up horizon in use, seconds.
+    pub fn horizon_seconds(&self) -> f64 {
+        self.config
+            .startup_seconds
+            .or(self.startup_learned)
+            .unwrap_or(DEFAULT_STARTUP_SECONDS)
+    }
+
+    /// Decides at `now`: the guide's rules on `state` as a backstop, then the forecast's need.
+    pub fn decide(
+        &mut self,
+        policy: &Policy,
+        now: Duration,
+        signals: &FleetSignals,
+        state: &mut PolicyState,
+    ) -> Decision {
+        let c = &policy.config;
+        let before = state.level;
+        let guide = policy.decide(now, signals, state);
+        if signals.pods_healthy == 0 {
+            return guide;
+        }
+        let ready = u32::try_from(signals.pods_healthy).unwrap_or(u32::MAX);
+        let prev = clamp(before.unwrap_or(guide.desired_replicas), c);
+        self.learn_startup(now, ready);
+
+        let f = &signals.fleet;
+        let queue = finite(f.queue_depth);
+        let in_flight = queue + finite(f.running);
+        let finished = f.requests_per_second.map_or(0.0, finite);
+        self.demand.observe(now, finished, in_flight);
+
+        // Capacity: throughput per replica that was ready over the rate window.
+        self.ready_seen.push_back((now, ready));
+        prune(&mut self.ready_seen, now, Duration::from_secs(60));
+        let replicas = self.ready_seen.iter().map(|r| r.1).max().unwrap_or(ready);
+        let over = |q: Option<f64>, slo: Option<f64>| match (q, slo) {
+            (Some(q), Some(s)) => q.is_finite() && q > s,
+            _ => false,
+        };
+        let breached = over(f.ttft_seconds.p95, c.ttft_slo_seconds)
+            || over(f.itl_seconds.p95, c.itl_slo_seconds);
+        let half = |slo: Option<f64>| slo.map(|s| s / 2.0);
+        let comfortable = !over(f.ttft_seconds.p95, half(c.ttft_slo_seconds))
+            && !over(f.itl_seconds.p95, half(c.itl_slo_seconds));
+        self.capacity.observe(Observation {
+            per_replica: finished / f64::from(replicas.max(1)),
+            within_slo: !breached && queue <= f64::from(ready),
+            breached,
+            comfortable,
+        });
+        let Some(cap) = self.capacity.value() else {
+            let mut d = guide;
+            d.explanation = format!(
+                "{}; proactive: no capacity estimate yet (no prior, nothing served within the SLO), the guide decides",
+                d.explanation
+            );
+            return d;
+        };
+
+        let horizon = Duration::from_secs_f64(self.horizon_seconds());
+        let fc = self
+            .demand
+            .forecast(now, horizon, TREND_WINDOW, c.scale_down_stabilization);
+        let per = cap * self.config.target_utilization;
+        let backlog = queue / BACKLOG_DRAIN_SECONDS;
+        let need = replicas_for(fc.at_horizon + backlog, per, c);
+        self.needs.push_back((now, need));
+        prune(&mut self.needs, now, c.scale_down_stabilization);
+        let window_need = self.needs.iter().map(|n| n.1).max().unwrap_or(need);
+        let recent_need = self
+            .needs
+            .iter()
+            .filter(|n| n.0.saturating_add(WITHDRAW_AFTER) >= now)
+            .map(|n| n.1)
+            .max()
+            .unwrap_or(need);
+
+        let guide_level = state.level.unwrap_or(prev);
+        let reactive = guide.reason.is_scale_out() && guide_level > prev;
+        let quiet = !guide.reason.is_scale_out() && guide.reason != Reason::HoldStabilizing;
+        if need < prev && quiet {
+            self.below_since.get_or_insert(now);
+        } else {
+            self.below_since = None;
+        }
+
+        let mut level = prev;
+        let mut step = String::new();
+        if need > prev {
+            let current = prev.max(ready);
+            let want = need.max(current);
+            level = if want > current && !hpa_would_act(current, want, c.hpa_tolerance) {
+                smallest_acted_scale_up(current, want, c.max_replicas, c.hpa_tolerance)
+                    .unwrap_or(prev)
+            } else {
+                want
+            };
+            if level > prev {
+                step = format!("one step up to the need: target {prev} -> {level}");
+            }
+        } else if prev > ready && recent_need < prev {
+            level = recent_need.max(ready);
+            step = format!(
+                "{} replicas still starting are no longer needed (need {recent_need} for {}): target {prev} -> {level}",
+                prev - ready,
+                super::explain::dur(WITHDRAW_AFTER)
+            );
+        } else if let Some(since) = self.below_since {
+            let calm_for = now.saturating_sub(since);
+            let spaced = self
+                .last_down
+                .is_none_or(|t| t.saturating_add(c.scale_down_period) <= now);
+            if calm_for >= c.scale_down_stabilization && spaced && window_need < prev {
+                level = window_need;
+                self.last_down = Some(now);
+                step = format!(
+                    "need at most {window_need} for {} with no trigger: scale in {prev} -> {level}",
+                    super::explain::dur(calm_for)
+                );
+            }
+        }
+        if reactive && guide_level > level {
+            level = guide_level;
+        }
+        let level = clamp(level, c);
+        state.level = Some(level);
+        if level <= ready {
+            self.pending_ask = None;
+        } else if let Some((_, asked)) = &mut self.pending_ask {
+            *asked = (*asked).min(level);
+        } else if level > prev {
+            self.pending_ask = Some((now, level));
+        }
+
+        let numbers = explain(
+            &fc,
+            backlog,
+            cap,
+            &self.capacity,
+            self.config.target_utilization,
+            need,
+            self.startup_learned.is_some() || self.config.startup_seconds.is_some(),
+        );
+        let (reason, explanation) = if reactive && level == guide_level && guide_level > prev {
+            (guide.reason, format!("{}; {numbers}", guide.explanation))
+        } else if level < prev && prev <= ready {
+            (Reason::ScaleInCalm, format!("{numbers}; {step}"))
+        } else if level != prev {
+            (Reason::Hold, format!("{numbers}; {step}"))
+        } else if level == c.max_replicas && need > level {
+            (Reason::AtMax, format!("{numbers}; at max {level}"))
+        } else {
+            (Reason::Hold, format!("{numbers}; holding at {level}"))
+        };
+        Decision {
+            target_replicas: match c.mode {
+                Mode::Active => level,
+                Mode::Advisory => guide.target_replicas,
+            },
+            desired_replicas: level,
+            reason,
+            explanation,
+            ..guide
+        }
+    }
+
+    /// Learns the start-up time: an ask is answered when the ready replicas reach its level.
+    fn learn_startup(&mut self, now: Duration, ready: u32) {
+        if let Some((at, level)) = self.pending_ask
+            && ready >= level
+        {
+            let sample = now.saturating_sub(at).as_secs_f64();
+            self.startup_learned = Some(match self.startup_learned {
+                Some(s) => 0.7 * s + 0.3 * sample,
+                None => sample,
+            });
+            self.pending_ask = None;
+        }
+    }
+}
+
+fn explain(
+    fc: &Forecast,
+    backlog: f64,
+    cap: f64,
+    est: &CapacityEstimate,
+    u: f64,
+    need: u32,
+    startup_known: bool,
+) -> String {
+    let sign = if fc.trend >= 0.0 { "+" } else { "" };
+    format!(
+        "demand {} req/s{}; forecast {} req/s in {} s ({}; trend {sign}{} req/s per s; peak {} req/s); capacity {} req/s per replica ({}) at {} -> {need} replicas",
+        num(fc.now),
+        if backlog > 0.0 {
+            format!(" + backlog {} req/s", num(backlog))
+        } else {
+            String::new()
+        },
+        num(fc.at_horizon),
+        num(fc.horizon_seconds),
+        if startup_known {
+            "start-up observed or set"
+        } else {
+            "default start-up"
+        },
+        num(fc.trend),
+        num(fc.peak),
+        num(cap),
+        if est.learned() { "learned" } else { "prior" },
+        pct(u),
+    )
+}
+
+fn replicas_for(demand: f64, per_replica: f64, c: &PolicyConfig) -> u32 {
+    let n = (demand / per_replica).ceil();
+    let n = if n.is_finite() && n > 0.0 {
+        n.min(f64::from(u32::MAX)) as u32
+    } else {
+        0
+    };
+    clamp(n, c)
+}
+
+fn clamp(v: u32, c: &PolicyConfig) -> u32 {
+    v.max(c.min_replicas)
+        .min(c.max_replicas.max(c.min_replicas))
+}
+
+fn finite(x: f64) -> f64 {
+    if x.is_finite() && x > 0.0 { x } else { 0.0 }
+}
+
+fn prune<T>(q: &mut VecDeque<(Duration, T)>, now: Duration, keep: Duration) {
+    while let Some(front) = q.front() {
+        if front.0.saturating_add(keep) < now {
+            q.pop_front();
+        } else {
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,250 @@
+use super::*;
+use crate::signals::{Quantiles, SignalSet};
+
+fn config(proactive: &str) -> PolicyConfig {
+    PolicyConfig {
+        max_replicas: 20,
+        proactive: parse_policy(proactive).unwrap(),
+        ..PolicyConfig::default()
+    }
+}
+
+/// A fleet of `ready` replicas finishing `rps` requests per second with `in_flight` running.
+fn fleet(ready: usize, rps: f64, in_flight: f64) -> FleetSignals {
+    FleetSignals {
+        pods_total: ready,
+        pods_healthy: ready,
+        fleet: SignalSet {
+            running: in_flight,
+            requests_per_second: Some(rps),
+            requests_finished_in_window: rps * 60.0,
+            ttft_seconds: Quantiles {
+                p95: Some(0.3),
+                ..Quantiles::default()
+            },
+            itl_seconds: Quantiles {
+                p95: Some(0.05), // within the 70 ms SLO, above half of it: no probing
+                ..Quantiles::default()
+            },
+            ..SignalSet::default()
+        },
+        ..FleetSignals::default()
+    }
+}
+
+struct Run {
+    policy: Policy,
+    proactive: Proactive,
+    state: PolicyState,
+}
+
+impl Run {
+    fn new(metadata: &str, level: u32) -> Self {
+        let c = config(metadata);
+        Self {
+            proactive: Proactive::new(c.proactive.clone().unwrap()),
+            policy: Policy::new(c),
+            state: PolicyState::with_previous_target(level),
+        }
+    }
+
+    fn at(&mut self, t: u64, s: &FleetSignals) -> Decision {
+        self.proactive
+            .decide(&self.policy, Duration::from_secs(t), s, &mut self.state)
+    }
+}
+
+#[test]
+fn the_policy_value_is_read_with_its_settings() {
+    assert_eq!(parse_policy("guide"), Ok(None));
+    assert_eq!(
+        parse_policy("proactive"),
+        Ok(Some(ProactiveConfig::default()))
+    );
+    assert_eq!(
+        parse_policy("proactive; utilization=0.7; capacity=15.2 startup=240"),
+        Ok(Some(ProactiveConfig {
+            target_utilization: 0.7,
+            capacity_per_replica: Some(15.2),
+            startup_seconds: Some(240.0),
+        }))
+    );
+    for bad in [
+        "",
+        "reactive",
+        "guide; utilization=0.5",
+        "proactive; utilization=1.5",
+        "proactive; capacity=-1",
+        "proactive; capacity",
+        "proactive; speed=2",
+    ] {
+        let e = parse_policy(bad).unwrap_err();
+        assert!(e.contains("expected"), "{bad:?}: {e}");
+    }
+}
+
+#[test]
+fn a_rising_trend_scales_up_before_any_latency_breaks() {
+    // 10 req/s per replica at the SLO, sized at 80 %: 8 req/s per replica.
+    let mut r = Run::new("proactive; capacity=10; startup=300", 2);
+    let mut first_up = None;
+    for t in (0..=900).step_by(2) {
+        let rps = 12.0 + 0.02 * t as f64; // 12 -> 30 req/s over 15 minutes
+        let d = r.at(t, &fleet(2, rps, 20.0));
+        assert!(!d.reason.is_scale_out(), "no guide trigger fires: {d:?}");
+        if d.target_replicas > 2 && first_up.is_none() {
+            first_up = Some((t, d));
+        }
+    }
+    let (t, d) = first_up.expect("scaled up");
+    // The demand itself reaches 16 req/s (2 replicas at 80 %) at t = 200 s; the forecast over
+    // 300 s sees it earlier, once the trend window is a third full (100 s).
+    assert!(t < 200, "up at {t} s: {d:?}");
+    assert!(d.explanation.contains("forecast"), "{}", d.explanation);
+    assert!(d.explanation.contains("in 300 s"), "{}", d.explanation);
+    assert!(
+        d.explanation
+            .contains("capacity 10 req/s per replica (prior) at 80 %")
+    );
+}
+
+/// The fleet of 2 saturated at 20 req/s while arrivals jump to 60 req/s at `from`: the
+/// backlog grows by 40 requests per second.
+fn saturated(t: u64, from: u64) -> FleetSignals {
+    fleet(2, 20.0, 20.0 + 40.0 * t.saturating_sub(from) as f64)
+}
+
+#[test]
+fn one_step_up_to_the_need() {
+    let mut r = Run::new("proactive; capacity=10; startup=300", 2);
+    for t in (0..=60).step_by(2) {
+        r.at(t, &fleet(2, 10.0, 20.0));
+    }
+    // Within the minute the growth window needs, the demand reads 60 req/s: 60 / 8 = 7.5 -> 8.
+    let mut last = 2;
+    let mut steps = Vec::new();
+    for t in (62..=122).step_by(2) {
+        let d = r.at(t, &saturated(t, 60));
+        if d.target_replicas != last {
+            steps.push((t, last, d.target_replicas, d.explanation.clone()));
+            last = d.target_replicas;
+        }
+    }
+    assert!(last >= 8, "{steps:?}");
+    assert!(steps.len() <= 8, "{steps:?}");
+    assert!(
+        steps[0].3.contains("one step up to the need: target 2 ->"),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn capacity_still_starting_is_withdrawn_when_no_longer_needed() {
+    let mut r = Run::new("proactive; capacity=10; startup=300", 2);
+    for t in (0..=60).step_by(2) {
+        r.at(t, &fleet(2, 10.0, 20.0));
+    }
+    let mut up = 2;
+    for t in (62..=80).step_by(2) {
+        up = r.at(t, &saturated(t, 60)).target_replicas;
+    }
+    assert!(up > 2);
+    // The burst was a blip: back to 10 req/s; the asked-for replicas are still starting.
+    let mut last = up;
+    let mut withdrawn_at = None;
+    for t in (82..=400).step_by(2) {
+        let d = r.at(t, &fleet(2, 10.0, 20.0));
+        if d.target_replicas < last && withdrawn_at.is_none() {
+            withdrawn_at = Some(t);
+            assert!(
+                d.explanation
+                    .contains("still starting are no longer needed"),
+                "{d:?}"
+            );
+        }
+        last = d.target_replicas;
+    }
+    let t = withdrawn_at.expect("withdrawn");
+    assert!(
+        t >= 80 + 60,
+        "withdrawn only after the need stayed low for 60 s: {t}"
+    );
+    assert_eq!(last, 2);
+}
+
+#[test]
+fn scale_in_goes_to_the_need_in_one_step_after_the_calm_period() {
+    let mut r = Run::new("proactive; capacity=10; startup=300", 10);
+    let mut downs = Vec::new();
+    let mut last = 10;
+    for t in (0..=900).step_by(2) {
+        let d = r.at(t, &fleet(10, 12.0, 10.0)); // needs 2 replicas at 80 %
+        if d.target_replicas != last {
+            downs.push((t, last, d.target_replicas, d.reason));
+            last = d.target_replicas;
+        }
+    }
+    assert_eq!(downs.len(), 1, "{downs:?}");
+    let (t, from, to, reason) = downs[0];
+    assert_eq!((from, to, reason), (10, 2, Reason::ScaleInCalm));
+    assert!(t >= 300, "only after the 300 s calm period: {t}");
+}
+
+#[test]
+fn the_guides_triggers_stay_as_a_backstop() {
+    // The prior overstates capacity (100 req/s per replica): the forecast asks for nothing,
+    // but a queue of 200 over 2 replicas is the guide's queue trigger, after its 30 s.
+    let mut r = Run::new("proactive; capacity=100; startup=300", 2);
+    let mut s = fleet(2, 10.0, 20.0);
+    s.fleet.queue_depth = 200.0;
+    let mut up = None;
+    for t in (0..=60).step_by(2) {
+        let d = r.at(t, &s);
+        if d.target_replicas > 2 && up.is_none() {
+            up = Some(d);
+        }
+    }
+    let d = up.expect("the queue trigger scaled out");
+    assert_eq!(d.reason, Reason::QueueDepth, "{d:?}");
+    assert!(d.explanation.contains("forecast"), "{}", d.explanation);
+}
+
+#[test]
+fn without_a_prior_capacity_is_learned_and_until_then_the_guide_decides() {
+    let mut r = Run::new("proactive", 2);
+    let mut s = fleet(2, 20.0, 20.0);
+    s.fleet.ttft_seconds.p95 = Some(5.0); // breaking the SLO: nothing learned
+    let d = r.at(0, &s);
+    assert!(d.explanation.contains("no capacity estimate yet"), "{d:?}");
+    assert_eq!(r.proactive.capacity(), None);
+    r.at(2, &fleet(2, 20.0, 20.0));
+    assert_eq!(r.proactive.capacity(), Some(10.0));
+    let d = r.at(4, &fleet(2, 20.0, 20.0));
+    assert!(d.explanation.contains("(learned)"), "{d:?}");
+}
+
+#[test]
+fn the_start_up_time_is_learned_from_answered_asks() {
+    let mut r = Run::new("proactive; capacity=10", 2);
+    assert_eq!(r.proactive.horizon_seconds(), DEFAULT_STARTUP_SECONDS);
+    for t in (0..=60).step_by(2) {
+        r.at(t, &fleet(2, 10.0, 20.0));
+    }
+    let d = r.at(62, &saturated(62, 60));
+    assert!(d.target_replicas > 2, "{d:?}");
+    // The new replicas answer 120 s after the ask (the level may rise meanwhile).
+    let mut up = d.target_replicas;
+    for t in (64..182).step_by(2) {
+        up = r.at(t, &fleet(2, 20.0, 100.0)).target_replicas;
+    }
+    r.at(182, &fleet(up as usize, 30.0, 20.0));
+    assert_eq!(r.proactive.horizon_seconds(), 120.0);
+}
+
+#[test]
+fn no_ready_replica_is_the_guides_no_data() {
+    let mut r = Run::new("proactive; capacity=10", 3);
+    let d = r.at(0, &FleetSignals::default());
+    assert_eq!(d.reason, Reason::NoData);
+    assert_eq!(d.target_replicas, 3);
+}

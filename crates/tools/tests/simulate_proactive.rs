@@ -1,0 +1,93 @@
+//! The proactive policy (`policy: proactive`) in the simulator, through the same `Scaler` the
+//! service runs: on a rising load it asks for replicas before the queue builds (the guide's
+//! reactive rules wait for the queue or a latency breach).
+
+use std::time::Duration;
+
+use vllm_emulator::{EngineConfig, RequestShape, SplitMix64};
+use vllm_keda_tools::simulate::fleet::FleetSettings;
+use vllm_keda_tools::simulate::scenario::Scenario;
+use vllm_keda_tools::simulate::{PolicySpec, Simulation};
+use vllm_keda_tools::trace::TraceRequest;
+
+const PROMPT: u32 = 512;
+const OUTPUT: u32 = 64;
+
+/// A ramp in Poisson phases from 40 % to 120 % of one replica's saturation, 45 s each, after
+/// 4 minutes at 30 % (for the capacity and the trend to be learned).
+fn ramp(seed: u64) -> Scenario {
+    let cap = EngineConfig::default()
+        .predicted_saturation(RequestShape {
+            prompt_tokens: PROMPT,
+            output_tokens: OUTPUT,
+        })
+        .requests_per_second;
+    let mut phases = vec![(0.3 * cap, 240.0)];
+    phases.extend((1..=9).map(|i| ((0.3 + 0.1 * f64::from(i)) * cap, 45.0)));
+    let mut rng = SplitMix64::new(seed);
+    let mut requests = Vec::new();
+    let mut load_steps = Vec::new();
+    let mut start = 0.0;
+    for (rate, seconds) in phases {
+        load_steps.push(Duration::from_secs_f64(start));
+        let mut t = start;
+        loop {
+            t += rng.next_exp(rate);
+            if t >= start + seconds {
+                break;
+            }
+            requests.push(TraceRequest {
+                arrival: Duration::from_secs_f64(t),
+                prompt_tokens: PROMPT,
+                output_tokens: OUTPUT,
+            });
+        }
+        start += seconds;
+    }
+    Scenario {
+        name: "ramp".into(),
+        requests,
+        load_steps,
+    }
+}
+
+fn simulation() -> Simulation {
+    Simulation {
+        fleet: FleetSettings {
+            startup_delay: Duration::from_secs(120),
+            ..FleetSettings::default()
+        },
+        ours: Simulation::ours_config(&[], 1, 6).unwrap(),
+        min_replicas: 1,
+        max_replicas: 6,
+        ..Simulation::default()
+    }
+}
+
+/// When the fleet's queue first reaches `n` waiting requests, seconds.
+fn queue_builds(series: &[vllm_keda_tools::simulate::fleet::SeriesPoint], n: usize) -> f64 {
+    series
+        .iter()
+        .find(|p| p.queue >= n)
+        .map_or(f64::INFINITY, |p| p.t_seconds)
+}
+
+#[test]
+fn proactive_scales_up_before_the_queue_builds() {
+    let scenario = ramp(7);
+    let sim = simulation();
+    let proactive = PolicySpec::parse("ours:policy=proactive").unwrap();
+    let (run, report) = sim.run_policy(&scenario, &proactive).unwrap();
+    let first_up = report
+        .events
+        .iter()
+        .find(|e| e.to > e.from)
+        .unwrap_or_else(|| panic!("no scale-up: {:?}", report.events));
+    let built = queue_builds(&run.series, 10);
+    assert!(
+        first_up.at_seconds < built,
+        "asked at {} s, queue of 10 at {built} s",
+        first_up.at_seconds
+    );
+    assert!(report.slo_attainment > 0.95, "{report:?}");
+}
