@@ -925,7 +925,8 @@ async fn ours_at_offset(prometheus: &Prometheus, time_ms: i64) -> FleetSignals {
                     .collect(),
                 families: Vec::new(),
             };
-            let snapshot = PodSnapshot::from_exposition(&exposition, None).expect("a valid snapshot");
+            let snapshot =
+                PodSnapshot::from_exposition(&exposition, None).expect("a valid snapshot");
             window.record(
                 Duration::from_millis((ms - origin) as u64),
                 pod,
