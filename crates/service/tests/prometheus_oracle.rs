@@ -351,6 +351,29 @@ async fn raw_samples(prometheus: &Prometheus, time_ms: i64) -> Scrapes {
     scrapes
 }
 
+/// One stored scrape as the pod snapshot our parser would have made of it.
+fn snapshot_of(samples: &[(String, Vec<(String, String)>, f64)]) -> PodSnapshot {
+    let exposition = Exposition {
+        samples: samples
+            .iter()
+            .map(|(name, labels, value)| Sample {
+                name,
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| Label {
+                        name: k,
+                        value: v.as_str().into(),
+                    })
+                    .collect(),
+                value: *value,
+                timestamp_ms: None,
+            })
+            .collect(),
+        families: Vec::new(),
+    };
+    PodSnapshot::from_exposition(&exposition, None).expect("a usable snapshot")
+}
+
 /// Feeds the stored scrapes (all, or only the last `last_n`) to a window and computes at the
 /// last one, with the window spanning exactly the scrapes fed.
 fn ours(scrapes: &Scrapes, last_n: usize) -> FleetSignals {
@@ -368,25 +391,7 @@ fn ours(scrapes: &Scrapes, last_n: usize) -> FleetSignals {
         ..SignalSettings::default()
     });
     for (ms, samples) in &chosen {
-        let exposition = Exposition {
-            samples: samples
-                .iter()
-                .map(|(name, labels, value)| Sample {
-                    name,
-                    labels: labels
-                        .iter()
-                        .map(|(k, v)| Label {
-                            name: k,
-                            value: v.as_str().into(),
-                        })
-                        .collect(),
-                    value: *value,
-                    timestamp_ms: None,
-                })
-                .collect(),
-            families: Vec::new(),
-        };
-        let snapshot = PodSnapshot::from_exposition(&exposition, None).expect("a usable snapshot");
+        let snapshot = snapshot_of(samples);
         let at = Duration::from_millis((**ms - first) as u64);
         window.record(at, "target", Some(snapshot));
     }
@@ -907,26 +912,7 @@ async fn ours_at_offset(prometheus: &Prometheus, time_ms: i64) -> FleetSignals {
         let (new_ms, new) = newest_at(time_ms);
         assert!(old_ms < new_ms, "{pod}: one scrape in {OFFSET}");
         for (ms, samples) in [(old_ms, old), (new_ms, new)] {
-            let exposition = Exposition {
-                samples: samples
-                    .iter()
-                    .map(|(name, labels, value)| Sample {
-                        name,
-                        labels: labels
-                            .iter()
-                            .map(|(k, v)| Label {
-                                name: k,
-                                value: v.as_str().into(),
-                            })
-                            .collect(),
-                        value: *value,
-                        timestamp_ms: None,
-                    })
-                    .collect(),
-                families: Vec::new(),
-            };
-            let snapshot =
-                PodSnapshot::from_exposition(&exposition, None).expect("a valid snapshot");
+            let snapshot = snapshot_of(samples);
             window.record(
                 Duration::from_millis((ms - origin) as u64),
                 pod,
