@@ -322,7 +322,10 @@ impl Prometheus {
 }
 
 /// The raw samples Prometheus stored in `(T - w, T]`, grouped by scrape timestamp (ms).
-type Scrapes = BTreeMap<i64, Vec<(String, Vec<(String, String)>, f64)>>;
+type Scrapes = BTreeMap<i64, Vec<StoredSample>>;
+
+/// One stored sample: name, labels (without `job` and `instance`), value.
+type StoredSample = (String, Vec<(String, String)>, f64);
 
 async fn raw_samples(prometheus: &Prometheus, time_ms: i64) -> Scrapes {
     let selector = format!("{{__name__=~\"vllm:.+|process_start_time_seconds\"}}[{WINDOW}]");
@@ -352,7 +355,7 @@ async fn raw_samples(prometheus: &Prometheus, time_ms: i64) -> Scrapes {
 }
 
 /// One stored scrape as the pod snapshot our parser would have made of it.
-fn snapshot_of(samples: &[(String, Vec<(String, String)>, f64)]) -> PodSnapshot {
+fn snapshot_of(samples: &[StoredSample]) -> PodSnapshot {
     let exposition = Exposition {
         samples: samples
             .iter()
