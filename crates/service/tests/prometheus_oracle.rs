@@ -324,7 +324,7 @@ impl Prometheus {
 /// The raw samples Prometheus stored in `(T - w, T]`, grouped by scrape timestamp (ms).
 type Scrapes = BTreeMap<i64, Vec<StoredSample>>;
 
-/// One stored sample: name, labels (without `job` and `instance`), value.
+/// One stored sample: name, labels, value.
 type StoredSample = (String, Vec<(String, String)>, f64);
 
 async fn raw_samples(prometheus: &Prometheus, time_ms: i64) -> Scrapes {
