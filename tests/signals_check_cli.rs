@@ -233,6 +233,6 @@ fn a_non_vllm_body_is_flagged_and_unknown() {
     assert!(
         report["warnings"]
             .to_string()
-            .contains("no vllm: series found")
+            .contains("no vLLM series (no sample name starts with `vllm:`)")
     );
 }
