@@ -365,7 +365,8 @@ async fn a_restarted_scaler_holds_the_replicas_asked_for_starting_ones_included(
         let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let options = ServeOptions {
             kube_api: KubeApi::Kubeconfig(api.kubeconfig.clone()),
-            ..ServeOptions::default()
+            // The pods are on loopback, which the default target policy refuses.
+            ..ServeOptions::loopback()
         };
         let server = serve::start(grpc, http, options).await.unwrap();
         let (value, explanation) = target_of(&server, "chat", &endpoints).await;

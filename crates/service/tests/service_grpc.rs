@@ -249,12 +249,16 @@ async fn streams_push_at_once_and_end_on_shutdown() {
     .await;
 }
 
+/// A server with these loop settings, loopback targets allowed (the pods here are on loopback).
 async fn start_server_with(control: ControlOptions) -> Server {
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let options = ServeOptions {
         stream_heartbeat: Duration::from_millis(200),
-        control,
+        control: ControlOptions {
+            scrape: vllm_keda_service::scrape::ScrapeSettings::loopback(),
+            ..control
+        },
         ..ServeOptions::default()
     };
     serve::start(grpc, http, options).await.unwrap()
