@@ -240,19 +240,21 @@ impl Target {
     }
 }
 
-async fn start_target(target: Arc<Mutex<Target>>) -> std::net::SocketAddr {
+/// An HTTP server on 127.0.0.1 whose `/metrics` answers with `next()`'s body on each request.
+async fn serve_metrics(
+    next: impl Fn() -> String + Clone + Send + Sync + 'static,
+) -> std::net::SocketAddr {
     let app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
-            let target = target.clone();
+            let next = next.clone();
             async move {
-                let body = target.lock().unwrap().serve_one();
                 (
                     [(
                         http::header::CONTENT_TYPE,
                         "text/plain; version=0.0.4; charset=utf-8",
                     )],
-                    body,
+                    next(),
                 )
             }
         }),
@@ -261,6 +263,10 @@ async fn start_target(target: Arc<Mutex<Target>>) -> std::net::SocketAddr {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     addr
+}
+
+async fn start_target(target: Arc<Mutex<Target>>) -> std::net::SocketAddr {
+    serve_metrics(move || target.lock().unwrap().serve_one()).await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -836,30 +842,12 @@ impl HardPod {
 }
 
 async fn start_hard_pod(pod: Arc<Mutex<HardPod>>) -> std::net::SocketAddr {
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let pod = pod.clone();
-            async move {
-                let body = {
-                    let mut pod = pod.lock().unwrap();
-                    pod.advance();
-                    pod.render()
-                };
-                (
-                    [(
-                        http::header::CONTENT_TYPE,
-                        "text/plain; version=0.0.4; charset=utf-8",
-                    )],
-                    body,
-                )
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
+    serve_metrics(move || {
+        let mut pod = pod.lock().unwrap();
+        pod.advance();
+        pod.render()
+    })
+    .await
 }
 
 /// The fleet's signals from exactly the samples `x - x offset D` reads at `time_ms`.
