@@ -16,12 +16,21 @@
 //! 4. Soak (`--soak-minutes 30`): instead of 2 and 3, waves of `--pods` ScaledObjects (one
 //!    target each) created and then left idle until their loops stop, for that long; RSS and
 //!    open descriptors after every wave, and their growth since the second wave.
+//! 5. Memory (`--memory`): instead of 2 and 3, RSS at start, after a burst of the largest
+//!    bodies the default limits accept, and after `--pods` one-target ScaledObjects are created
+//!    and removed; run it once per allocator build (`--no-default-features` gives glibc's
+//!    malloc) and with `MALLOC_ARENA_MAX` in the environment (the scaler inherits it).
+//!
+//! The pods are served on their own two-thread runtime; `GetMetrics` latency is reported both
+//! at the client (open loop, from each call's scheduled instant) and from the scaler's own
+//! handling-time histogram (bucket bounds), since on a shared 2-core machine the client and
+//! the 5,000 pods compete with the scaler for the same cores.
 //!
 //! `ulimit -n` must exceed twice `--pods` (listeners and accepted connections live here).
 //!
 //! `cargo build --release -p vllm-keda-scaler && cargo bench -p vllm-keda-service --bench fleet
 //!  -- [--pods 5000] [--scaledobjects 500] [--seconds 60] [--rate 1000] [--interval 2]
-//!  [--hostile] [--soak-minutes 30] [--bin PATH]`
+//!  [--hostile] [--soak-minutes 30] [--memory] [--bin PATH]`
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -52,6 +61,8 @@ struct Args {
     /// Soak mode: waves of `--pods` one-target ScaledObjects created and left to stop, for
     /// this many minutes.
     soak_minutes: f64,
+    /// Memory mode: a burst of large bodies, then many ScaledObjects created and removed.
+    memory: bool,
 }
 
 fn args() -> Args {
@@ -63,6 +74,7 @@ fn args() -> Args {
         interval: 2.0,
         hostile: false,
         soak_minutes: 0.0,
+        memory: false,
         bin: concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../target/release/vllm-keda-scaler"
@@ -82,6 +94,7 @@ fn args() -> Args {
             "--rate" => a.rate = value().parse().unwrap(),
             "--interval" => a.interval = value().parse().unwrap(),
             "--hostile" => a.hostile = true,
+            "--memory" => a.memory = true,
             "--soak-minutes" => a.soak_minutes = value().parse().unwrap(),
             "--bin" => a.bin = value(),
             "--bench" => {}
@@ -91,20 +104,44 @@ fn args() -> Args {
     a
 }
 
-/// A target answering every request with `body` (plain HTTP/1.1, keep-alive).
-async fn static_target(body: &'static str) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// The pods' own runtime, apart from the one sending `GetMetrics`, so the client's timing
+/// does not queue behind the 5,000 targets' serving.
+fn pods_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("pods")
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// A loopback listener for a pod, served on [`pods_runtime`].
+fn pod_listener() -> (std::net::TcpListener, SocketAddr) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
+    (listener, addr)
+}
+
+/// A target answering every request with `body` (plain HTTP/1.1, keep-alive).
+fn static_target(body: &'static str) -> SocketAddr {
+    let (listener, addr) = pod_listener();
     let app = axum::Router::new().fallback(move || async move { body });
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    pods_runtime().spawn(async move {
+        let listener = TcpListener::from_std(listener).unwrap();
+        axum::serve(listener, app).await
+    });
     addr
 }
 
 /// A target that accepts connections and never answers.
-async fn hanging_target() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
+fn hanging_target() -> SocketAddr {
+    let (listener, addr) = pod_listener();
+    pods_runtime().spawn(async move {
+        let listener = TcpListener::from_std(listener).unwrap();
         let mut held = Vec::new();
         while let Ok((mut stream, _)) = listener.accept().await {
             let mut buf = [0u8; 1024];
@@ -205,6 +242,67 @@ async fn scrape_times(http: SocketAddr) -> HashMap<String, (f64, f64)> {
     out
 }
 
+/// The scaler's own `GetMetrics` handling-time histogram, from `/metrics`: each bucket's upper
+/// bound in seconds with its cumulative count.
+async fn server_buckets(http: SocketAddr) -> Vec<(f64, f64)> {
+    let text = http_get(http, "/metrics").await;
+    text.lines()
+        .filter(|l| {
+            l.starts_with("vllm_keda_scaler_rpc_duration_seconds_bucket{")
+                && l.contains("method=\"GetMetrics\"")
+        })
+        .filter_map(|l| {
+            let le = l.split("le=\"").nth(1)?.split('"').next()?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, l.rsplit(' ').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Server-side `GetMetrics` figures between two readings of [`server_buckets`]: the bucket
+/// bounds (in us) holding the median and the 99th percentile, and the share answered within
+/// 640 us (the last bucket under 1 ms).
+struct ServerLatency {
+    p50_le_us: f64,
+    p99_le_us: f64,
+    within_640us: f64,
+    calls: f64,
+}
+
+fn server_latency(before: &[(f64, f64)], after: &[(f64, f64)]) -> ServerLatency {
+    let diff: Vec<(f64, f64)> = after
+        .iter()
+        .map(|&(le, n)| {
+            let old = before
+                .iter()
+                .find(|(l, _)| *l == le)
+                .map_or(0.0, |(_, n)| *n);
+            (le, n - old)
+        })
+        .collect();
+    let total = diff.last().map_or(0.0, |(_, n)| *n);
+    let quantile = |q: f64| {
+        diff.iter()
+            .find(|(_, n)| *n >= q * total)
+            .map_or(f64::NAN, |(le, _)| le * 1e6)
+    };
+    let within = diff
+        .iter()
+        .rev()
+        .find(|(le, _)| *le <= 0.000_641)
+        .map_or(0.0, |(_, n)| *n);
+    ServerLatency {
+        p50_le_us: quantile(0.5),
+        p99_le_us: quantile(0.99),
+        within_640us: within / total.max(1.0),
+        calls: total,
+    }
+}
+
 fn so_ref(name: &str, endpoints: &str, interval: f64) -> ScaledObjectRef {
     ScaledObjectRef {
         name: name.to_owned(),
@@ -228,8 +326,29 @@ async fn get_metrics(c: &mut ExternalScalerClient<Channel>, r: &ScaledObjectRef)
     .map(|a| a.into_inner().metric_values[0].metric_value)
 }
 
+/// First `GetMetrics` calls in flight at once while registering ScaledObjects (each waits up
+/// to `--first-answer-wait-seconds` for its loop's first cycle, so one at a time would take
+/// minutes for thousands).
+const REGISTER_CONCURRENCY: usize = 32;
+
+/// Asks once about every ScaledObject in `refs`, [`REGISTER_CONCURRENCY`] at a time, so each
+/// one's loop starts; returns how many got an answer.
+async fn register(client: &ExternalScalerClient<Channel>, refs: &[ScaledObjectRef]) -> usize {
+    use futures_util::StreamExt;
+    futures_util::stream::iter(refs.iter().cloned())
+        .map(|r| {
+            let mut c = client.clone();
+            async move { get_metrics(&mut c, &r).await.is_some() }
+        })
+        .buffer_unordered(REGISTER_CONCURRENCY)
+        .filter(|answered| std::future::ready(*answered))
+        .count()
+        .await
+}
+
 struct Phase {
     latency: Histogram<u64>,
+    server: ServerLatency,
     cores: f64,
     rss_mib: f64,
     peak_mib: f64,
@@ -252,6 +371,7 @@ async fn phase(
 ) -> Phase {
     let cycles_before = cycles(http).await;
     let times_before = scrape_times(http).await;
+    let server_before = server_buckets(http).await;
     let cpu_before = cpu_seconds(pid);
     let started = Instant::now();
     let total = (args.rate * args.seconds) as usize;
@@ -281,6 +401,7 @@ async fn phase(
     let (rss, peak) = rss_mib(pid);
     let cycles_after = cycles(http).await;
     let times_after = scrape_times(http).await;
+    let server = server_latency(&server_before, &server_buckets(http).await);
     let watched_names: Vec<&str> = refs[..watched].iter().map(|r| r.name.as_str()).collect();
     let min_cycles = watched_names
         .iter()
@@ -299,6 +420,7 @@ async fn phase(
         .collect();
     Phase {
         latency,
+        server,
         cores,
         rss_mib: rss,
         peak_mib: peak,
@@ -313,14 +435,19 @@ async fn phase(
 
 fn report(name: &str, p: &Phase) {
     println!(
-        "{name}: GetMetrics p50 {:.0} us, p99 {:.0} us, max {:.0} us over {} calls; scaler CPU \
-         {:.2} cores; RSS {:.0} MiB (peak {:.0} MiB); {} open fds; cycles per ScaledObject: \
-         min {} of {:.1} the interval allows; scrape time per cycle: mean {:.1} ms, worst \
-         ScaledObject {:.1} ms",
+        "{name}: GetMetrics at the client p50 {:.0} us, p99 {:.0} us, max {:.0} us over {} \
+         calls; in the scaler (its histogram) p50 <= {:.0} us, p99 <= {:.0} us, {:.2} % within \
+         640 us over {:.0} calls; scaler CPU {:.2} cores; RSS {:.0} MiB (peak {:.0} MiB); {} \
+         open fds; cycles per ScaledObject: min {} of {:.1} the interval allows; scrape time \
+         per cycle: mean {:.1} ms, worst ScaledObject {:.1} ms",
         p.latency.value_at_quantile(0.5) as f64,
         p.latency.value_at_quantile(0.99) as f64,
         p.latency.max() as f64,
         p.latency.len(),
+        p.server.p50_le_us,
+        p.server.p99_le_us,
+        p.server.within_640us * 100.0,
+        p.server.calls,
         p.cores,
         p.rss_mib,
         p.peak_mib,
@@ -329,6 +456,88 @@ fn report(name: &str, p: &Phase) {
         p.expected_cycles,
         p.mean_scrape_ms,
         p.max_scrape_ms,
+    );
+}
+
+/// Asks about every ScaledObject of `refs` for three intervals, then stops asking and waits
+/// (at most a minute) until every loop has stopped (`--idle-stop-seconds` is 10 in the soak
+/// and memory modes). Returns the RSS while busy, the peak so far and the RSS once idle, in MiB.
+async fn ask_then_drop(
+    args: &Args,
+    pid: u32,
+    http: SocketAddr,
+    client: &ExternalScalerClient<Channel>,
+    refs: &[ScaledObjectRef],
+) -> (f64, f64, f64) {
+    for _ in 0..3 {
+        register(client, refs).await;
+        tokio::time::sleep(Duration::from_secs_f64(args.interval)).await;
+    }
+    let (busy, busy_peak) = rss_mib(pid);
+    let stop_by = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < stop_by && !cycles(http).await.is_empty() {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    // The last loops deregister a moment after /debug stops listing them.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (idle, _) = rss_mib(pid);
+    (busy, busy_peak, idle)
+}
+
+/// A body of about 4 MB (under the 4 MiB cap) of valid samples, 18,000 of them (under the
+/// 20,000 cap), each with a 160-byte label value: the largest body the default limits accept,
+/// so the costliest to parse and hold.
+fn big_valid_body() -> String {
+    let pad = "p".repeat(160);
+    (0..18_000)
+        .map(|i| format!("vllm:num_requests_waiting{{model_name=\"m\",pad=\"{pad}\",i=\"{i}\"}} 1\n"))
+        .collect()
+}
+
+/// Memory that returns (`--memory`): RSS at start; after a burst of the largest accepted
+/// bodies (`BURST_SCALEDOBJECTS` ScaledObjects of `BURST_TARGETS` such targets each, three
+/// intervals, then their loops stop); after `--pods` one-target ScaledObjects are created,
+/// asked three intervals and removed (their loops stop); the peak over all of it.
+async fn memory(
+    args: &Args,
+    pid: u32,
+    http: SocketAddr,
+    client: &ExternalScalerClient<Channel>,
+    pods: &[SocketAddr],
+) {
+    const BURST_SCALEDOBJECTS: usize = 8;
+    const BURST_TARGETS: usize = 4;
+    let (baseline, _) = rss_mib(pid);
+    let body: &'static str = Box::leak(big_valid_body().into_boxed_str());
+    let burst: Vec<ScaledObjectRef> = (0..BURST_SCALEDOBJECTS)
+        .map(|i| {
+            let endpoints: Vec<String> = (0..BURST_TARGETS)
+                .map(|_| format!("http://{}/metrics", static_target(body)))
+                .collect();
+            so_ref(&format!("burst-{i}"), &endpoints.join(","), args.interval)
+        })
+        .collect();
+    let (burst_busy, _, after_burst) = ask_then_drop(args, pid, http, client, &burst).await;
+    let many: Vec<ScaledObjectRef> = pods
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            so_ref(
+                &format!("many-{i:05}"),
+                &format!("http://{a}/metrics"),
+                args.interval,
+            )
+        })
+        .collect();
+    let (many_busy, peak, after_removal) = ask_then_drop(args, pid, http, client, &many).await;
+    println!(
+        "memory: baseline {baseline:.0} MiB; burst of {BURST_SCALEDOBJECTS}x{BURST_TARGETS} \
+         targets of {:.1} MB bodies: {burst_busy:.0} MiB busy, {after_burst:.0} MiB after; {} \
+         one-target ScaledObjects: {many_busy:.0} MiB busy, {after_removal:.0} MiB after \
+         removal; peak {peak:.0} MiB; {} open fds",
+        body.len() as f64 / 1e6,
+        many.len(),
+        open_fds(pid)
     );
 }
 
@@ -358,32 +567,11 @@ async fn soak(
                 )
             })
             .collect();
-        for _ in 0..3 {
-            let mut calls = Vec::new();
-            for chunk in refs.chunks(200) {
-                let mut c = client.clone();
-                let chunk = chunk.to_vec();
-                calls.push(tokio::spawn(async move {
-                    for r in &chunk {
-                        get_metrics(&mut c, r).await;
-                    }
-                }));
-            }
-            for call in calls {
-                call.await.unwrap();
-            }
-            tokio::time::sleep(Duration::from_secs_f64(args.interval)).await;
-        }
-        let (busy, busy_peak) = rss_mib(pid);
-        // Stop asking; wait for every loop to stop.
-        let stop_by = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < stop_by && !cycles(http).await.is_empty() {
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        }
-        let (idle, _) = rss_mib(pid);
+        let (busy, busy_peak, idle) = ask_then_drop(args, pid, http, client, &refs).await;
         let fds = open_fds(pid);
         println!(
-            "wave {wave} at {:.0} s: {} ScaledObjects; RSS busy {busy:.0} MiB (peak {busy_peak:.0}),              after their loops stopped {idle:.0} MiB, {fds} open fds",
+            "wave {wave} at {:.0} s: {} ScaledObjects; RSS busy {busy:.0} MiB (peak \
+             {busy_peak:.0}), after their loops stopped {idle:.0} MiB, {fds} open fds",
             started.elapsed().as_secs_f64(),
             refs.len()
         );
@@ -418,7 +606,7 @@ async fn main() {
     );
     let mut pods = Vec::with_capacity(args.pods);
     for _ in 0..args.pods {
-        pods.push(static_target(LOADED).await);
+        pods.push(static_target(LOADED));
     }
     let grpc: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -432,7 +620,7 @@ async fn main() {
             "--allow-targets",
             "127.0.0.0/8",
             "--idle-stop-seconds",
-            if args.soak_minutes > 0.0 {
+            if args.soak_minutes > 0.0 || args.memory {
                 "10"
             } else {
                 "100000"
@@ -458,6 +646,12 @@ async fn main() {
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     };
+    if args.memory {
+        memory(&args, pid, http, &client, &pods).await;
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    }
     if args.soak_minutes > 0.0 {
         soak(&args, pid, http, &client, &pods).await;
         let _ = child.kill();
@@ -478,11 +672,17 @@ async fn main() {
             )
         })
         .collect();
+    let (_, before) = rss_mib(pid);
+    let registering = Instant::now();
+    let answered = register(&client, &refs).await;
+    println!(
+        "baseline RSS before any ScaledObject: {before:.0} MiB (peak {baseline_peak:.0} MiB); \
+         {} ScaledObjects registered in {:.1} s, {REGISTER_CONCURRENCY} at a time, {answered} \
+         answered at once",
+        refs.len(),
+        registering.elapsed().as_secs_f64()
+    );
     let mut c = client.clone();
-    for r in &refs {
-        get_metrics(&mut c, r).await;
-    }
-    println!("baseline RSS before any ScaledObject: peak {baseline_peak:.0} MiB");
     // Two intervals for every loop to settle onto its phase.
     tokio::time::sleep(Duration::from_secs_f64(args.interval * 2.0)).await;
     let steady = phase(&args, pid, http, &client, &refs, refs.len()).await;
@@ -503,9 +703,9 @@ async fn main() {
                 .into_boxed_str(),
         );
         let targets = [
-            static_target(huge).await,
-            static_target(reasons).await,
-            hanging_target().await,
+            static_target(huge),
+            static_target(reasons),
+            hanging_target(),
         ];
         let mut all = refs.clone();
         for (i, addr) in targets.iter().enumerate() {
