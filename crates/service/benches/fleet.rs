@@ -490,7 +490,9 @@ async fn ask_then_drop(
 fn big_valid_body() -> String {
     let pad = "p".repeat(160);
     (0..18_000)
-        .map(|i| format!("vllm:num_requests_waiting{{model_name=\"m\",pad=\"{pad}\",i=\"{i}\"}} 1\n"))
+        .map(|i| {
+            format!("vllm:num_requests_waiting{{model_name=\"m\",pad=\"{pad}\",i=\"{i}\"}} 1\n")
+        })
         .collect()
 }
 
