@@ -188,6 +188,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "VLLM_KEDA_SCALER_GRPC_MAX_STREAMS_PER_CONNECTION", default_value_t = DEFAULT_GRPC_MAX_STREAMS_PER_CONNECTION)]
     pub(crate) grpc_max_streams_per_connection: u32,
 
+    /// Require every `service` and `dcgmService` to name a Service in the ScaledObject's own
+    /// namespace (`<name>.<namespace>[.svc.<cluster domain>]`); others are refused with
+    /// InvalidArgument naming this flag. Off: any namespace's Service may be named.
+    #[arg(long, env = "VLLM_KEDA_SCALER_SERVICE_NAMESPACE_ONLY")]
+    pub(crate) service_namespace_only: bool,
+
     /// Who may read /debug on the admin port: off, loopback (port-forward or exec) or on.
     #[arg(
         long,
@@ -286,6 +292,7 @@ impl From<ServeArgs> for ServeConfig {
                 hosts_file: args.hosts_file,
                 scrape,
                 max_scaledobjects: args.max_scaledobjects,
+                service_namespace_only: args.service_namespace_only,
                 ..ControlOptions::default()
             },
             admin: AdminOptions {
@@ -341,6 +348,7 @@ mod tests {
             "7",
             "--debug-endpoints",
             "off",
+            "--service-namespace-only",
         ])
         .unwrap();
         let config = ServeConfig::from(cli.serve);
@@ -353,12 +361,14 @@ mod tests {
         assert!(scrape.concurrency.is_some());
         assert_eq!(config.options.control.max_scaledobjects, 7);
         assert_eq!(config.options.admin.debug, DebugAccess::Off);
+        assert!(config.options.control.service_namespace_only);
 
         let defaults = ServeConfig::from(Cli::try_parse_from(["serve"]).unwrap().serve);
         let scrape = &defaults.options.control.scrape;
         assert!(scrape.policy.allow.is_empty());
         assert_eq!(scrape.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
         assert_eq!(defaults.options.admin.debug, DebugAccess::Loopback);
+        assert!(!defaults.options.control.service_namespace_only);
 
         let bad = Cli::try_parse_from(["serve", "--allow-targets", "10.0.0.0/33"]).unwrap_err();
         assert!(bad.to_string().contains("expected CIDR notation"), "{bad}");

@@ -133,6 +133,10 @@ impl ScalerService {
                     r.namespace, r.name
                 )),
                 StartError::Busy(e) => Status::unavailable(e),
+                StartError::OtherNamespace(e) => Status::invalid_argument(format!(
+                    "scaledobject {}/{}: {e}",
+                    r.namespace, r.name
+                )),
             })
     }
 

@@ -30,7 +30,7 @@ pub use status::{
 };
 
 use crate::telemetry::Metrics;
-use vllm_keda_core::config::{ConfigError, ScalerConfig};
+use vllm_keda_core::config::{ConfigError, ScalerConfig, TargetSource};
 
 /// Identifies one trigger of a ScaledObject: its namespace, name and a hash of its metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -114,6 +114,10 @@ pub enum StartError {
     /// KEDA gets `Unavailable` and asks again.
     #[error("{0}")]
     Busy(String),
+    /// A `service` or `dcgmService` names another namespace's Service while
+    /// [`ControlOptions::service_namespace_only`] is set (KEDA gets `InvalidArgument`).
+    #[error("{0}")]
+    OtherNamespace(String),
 }
 
 /// Settings of the loop registry.
@@ -155,6 +159,9 @@ pub struct ControlOptions {
     /// Most ScaledObjects served at once (`--max-scaledobjects`); see
     /// [`LoopRegistry::at_capacity`].
     pub max_scaledobjects: usize,
+    /// `service` and `dcgmService` must name a Service in the ScaledObject's own namespace
+    /// (`--service-namespace-only`; see [`crate::discovery::in_namespace`]).
+    pub service_namespace_only: bool,
 }
 
 impl Default for ControlOptions {
@@ -173,6 +180,7 @@ impl Default for ControlOptions {
             loop_runtime: None,
             scrape: crate::scrape::ScrapeSettings::default(),
             max_scaledobjects: DEFAULT_MAX_SCALEDOBJECTS,
+            service_namespace_only: false,
         }
     }
 }
@@ -257,6 +265,9 @@ impl LoopRegistry {
             }
         }
         let config = Arc::new(ScalerConfig::from_metadata(metadata)?);
+        if self.inner.options.service_namespace_only {
+            self.check_namespace(namespace, &config)?;
+        }
         let mut loops = self
             .inner
             .loops
@@ -342,6 +353,29 @@ impl LoopRegistry {
             self.inner.metrics.count_limit("scaledobjects");
         }
         full
+    }
+
+    /// Refuses a `service` or `dcgmService` outside `namespace` (counted under the
+    /// `service_namespace` limit).
+    fn check_namespace(&self, namespace: &str, config: &ScalerConfig) -> Result<(), StartError> {
+        let sources = [
+            ("service", Some(&config.targets)),
+            ("dcgmService", config.dcgm_targets.as_ref()),
+        ];
+        for (key, source) in sources {
+            if let Some(TargetSource::Dns { host, .. }) = source {
+                if !crate::discovery::in_namespace(host, namespace) {
+                    self.inner.metrics.count_limit("service_namespace");
+                    return Err(StartError::OtherNamespace(format!(
+                        "{key} must name a Service in the ScaledObject's own namespace \
+                         {namespace:?}, written <name>.{namespace} or \
+                         <name>.{namespace}.svc.<cluster domain> (this scaler runs with \
+                         --service-namespace-only)"
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn running(&self, key: &Key) -> Option<Arc<ScaledObject>> {
@@ -564,6 +598,65 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn service_namespace_only_refuses_another_namespaces_service() {
+        let registry = |only: bool| {
+            LoopRegistry::new(
+                Arc::new(Metrics::new()),
+                ControlOptions {
+                    service_namespace_only: only,
+                    ..ControlOptions::default()
+                },
+                CancellationToken::new(),
+            )
+        };
+        let other = metadata(&[("service", "vllm.team-b.svc.cluster.local")]);
+        let gpus = metadata(&[
+            ("service", "vllm.team-a"),
+            ("dcgmService", "dcgm.kube-system"),
+        ]);
+        for meta in [&other, &gpus] {
+            let Err(StartError::OtherNamespace(message)) =
+                registry(true).get_or_start("team-a", "so", meta)
+            else {
+                panic!("{meta:?} was not refused");
+            };
+            assert!(message.contains("--service-namespace-only"), "{message}");
+            assert!(message.contains("\"team-a\""), "{message}");
+        }
+        let refused = registry(true);
+        let _ = refused.get_or_start("team-a", "so", &other);
+        let exposition = refused.metrics().encode();
+        assert!(
+            exposition.contains("limit=\"service_namespace\"} 1"),
+            "{exposition}"
+        );
+    }
+
+    #[tokio::test]
+    async fn service_namespace_only_starts_the_own_namespaces_service() {
+        let registry = LoopRegistry::new(
+            Arc::new(Metrics::new()),
+            ControlOptions {
+                service_namespace_only: true,
+                ..ControlOptions::default()
+            },
+            CancellationToken::new(),
+        );
+        let own = metadata(&[("service", "vllm.team-a.svc.cluster.local")]);
+        assert!(registry.get_or_start("team-a", "so", &own).is_ok());
+        registry.shutdown().await;
+        // Off (the default), another namespace's Service is served.
+        let open = LoopRegistry::new(
+            Arc::new(Metrics::new()),
+            ControlOptions::default(),
+            CancellationToken::new(),
+        );
+        let other = metadata(&[("service", "vllm.team-b")]);
+        assert!(open.get_or_start("team-a", "so", &other).is_ok());
+        open.shutdown().await;
     }
 
     #[test]

@@ -85,6 +85,23 @@ impl Discovery {
     }
 }
 
+/// Whether the `service` name `host` names a Service in `namespace`: `name.namespace`,
+/// `name.namespace.svc` or `name.namespace.svc.<cluster domain>` (case-insensitive, a trailing
+/// dot allowed). A bare `name` does not: it would resolve in the scaler's own namespace.
+/// `--service-namespace-only` requires it of every `service` and `dcgmService`.
+pub fn in_namespace(host: &str, namespace: &str) -> bool {
+    let mut labels = host.trim_end_matches('.').split('.');
+    let (Some(name), Some(ns)) = (labels.next(), labels.next()) else {
+        return false;
+    };
+    if name.is_empty() || namespace.is_empty() || !ns.eq_ignore_ascii_case(namespace) {
+        return false;
+    }
+    labels
+        .next()
+        .is_none_or(|svc| svc.eq_ignore_ascii_case("svc"))
+}
+
 /// The URLs to scrape now, using the system resolver for DNS sources. Static lists keep their
 /// order (deduplicated); DNS results are sorted by address and deduplicated.
 pub async fn resolve(source: &TargetSource) -> Result<Vec<String>, DiscoveryError> {
@@ -226,6 +243,32 @@ fn normalize_path(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_service_name_is_in_a_namespace_only_when_it_says_so() {
+        for host in [
+            "vllm.team-a",
+            "vllm.team-a.svc",
+            "vllm.team-a.svc.cluster.local",
+            "vllm.team-a.svc.cluster.local.",
+            "VLLM.Team-A.SVC",
+        ] {
+            assert!(in_namespace(host, "team-a"), "{host}");
+        }
+        for host in [
+            "vllm",
+            "vllm.team-b",
+            "vllm.team-b.svc.cluster.local",
+            "vllm.team-a-x.svc",
+            ".team-a",
+            "vllm.team-a.pod.cluster.local",
+            "10.0.0.1",
+            "",
+        ] {
+            assert!(!in_namespace(host, "team-a"), "{host}");
+        }
+        assert!(!in_namespace("vllm.", ""));
+    }
 
     #[test]
     fn static_targets_are_normalised() {
