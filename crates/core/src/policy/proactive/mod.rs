@@ -33,7 +33,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use self::capacity::{CapacityEstimate, Observation};
-use self::forecast::{DemandTracker, Forecast};
+use self::forecast::{DemandTracker, Forecast, PeakFloor};
 use super::explain::{num, pct};
 use super::hpa::{hpa_would_act, smallest_acted_scale_up};
 use super::{Decision, Mode, Policy, PolicyConfig, PolicyState, Reason};
@@ -43,8 +43,6 @@ use crate::signals::FleetSignals;
 const DEFAULT_STARTUP_SECONDS: f64 = 300.0;
 /// The window the demand trend is fitted over.
 const TREND_WINDOW: Duration = Duration::from_secs(300);
-/// Waiting requests are to be cleared within this long.
-const BACKLOG_DRAIN_SECONDS: f64 = 60.0;
 /// Starting capacity is withdrawn only when the need stayed below it this long.
 const WITHDRAW_AFTER: Duration = Duration::from_secs(60);
 
@@ -57,6 +55,18 @@ pub struct ProactiveConfig {
     pub capacity_per_replica: Option<f64>,
     /// Seconds from asking for a replica to it answering (learned when unset).
     pub startup_seconds: Option<f64>,
+    /// The peak floor's window, seconds: capacity for the highest demand seen this long ago or
+    /// less is held (0: no floor).
+    pub peak_window_seconds: f64,
+    /// Waiting requests are sized to be cleared within this long, seconds (0: the backlog is
+    /// not sized for; it drains once the capacity for the demand arrives).
+    pub drain_seconds: f64,
+    /// Whether the guide's scale-out triggers raise the level whenever they fire
+    /// (`backstop=always`), or only while the fleet's in-flight requests still grow
+    /// (`backstop=growing`: a backlog that drains needs no replica that arrives after it has).
+    pub backstop_always: bool,
+    /// How much of the rising trend is extrapolated over the start-up horizon (0: none, 1: all).
+    pub trend_weight: f64,
 }
 
 impl Default for ProactiveConfig {
@@ -65,22 +75,36 @@ impl Default for ProactiveConfig {
             target_utilization: DEFAULT_UTILIZATION,
             capacity_per_replica: None,
             startup_seconds: None,
+            peak_window_seconds: DEFAULT_PEAK_WINDOW_SECONDS,
+            drain_seconds: DEFAULT_DRAIN_SECONDS,
+            backstop_always: DEFAULT_BACKSTOP_ALWAYS,
+            trend_weight: DEFAULT_TREND_WEIGHT,
         }
     }
 }
 
 /// The default target utilisation (chosen on the training scenarios, docs/policy.md).
 pub const DEFAULT_UTILIZATION: f64 = 0.8;
+/// The default peak floor window, seconds (chosen on the training scenarios).
+pub const DEFAULT_PEAK_WINDOW_SECONDS: f64 = 0.0;
+/// The default backlog drain time, seconds (chosen on the training scenarios).
+pub const DEFAULT_DRAIN_SECONDS: f64 = 60.0;
+/// The default backstop (chosen on the training scenarios).
+pub const DEFAULT_BACKSTOP_ALWAYS: bool = true;
+/// The default weight of the trend over the horizon (chosen on the training scenarios).
+pub const DEFAULT_TREND_WEIGHT: f64 = 1.0;
 
 /// Reads the value of the `policy` key: `guide` (`None`), or `proactive` optionally followed by
 /// `;`- or space-separated settings `utilization=F` (0..1], `capacity=R` (requests per second
-/// per replica) and `startup=S` (seconds).
+/// per replica), `startup=S` (seconds), `peak=S` (the peak floor's window, seconds, 0 for
+/// none), `drain=S` (backlog drain time, seconds, 0 to size for demand only),
+/// `trend=W` (weight of the rising trend, 0..1) and `backstop=always|growing`.
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica) and `; startup=S` (seconds)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1) and `; backstop=always|growing`";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -94,16 +118,39 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 let (k, v) = part
                     .split_once('=')
                     .ok_or_else(|| format!("{part:?} is not KEY=VALUE; {expected}"))?;
+                let (k, v) = (k.trim(), v.trim());
+                if k == "backstop" {
+                    c.backstop_always = match v {
+                        "always" => true,
+                        "growing" => false,
+                        _ => {
+                            return Err(format!(
+                                "backstop={v:?} is not `always` or `growing`; {expected}"
+                            ));
+                        }
+                    };
+                    continue;
+                }
+                let zero_ok = matches!(k, "peak" | "drain" | "trend");
                 let x: f64 = v
-                    .trim()
                     .parse()
                     .ok()
-                    .filter(|x: &f64| x.is_finite() && *x > 0.0)
-                    .ok_or_else(|| format!("{k}={v:?} is not a positive number; {expected}"))?;
-                match k.trim() {
+                    .filter(|x: &f64| x.is_finite() && (*x > 0.0 || (zero_ok && *x == 0.0)))
+                    .ok_or_else(|| {
+                        let what = if zero_ok {
+                            "a number >= 0"
+                        } else {
+                            "a positive number"
+                        };
+                        format!("{k}={v:?} is not {what}; {expected}")
+                    })?;
+                match k {
                     "utilization" if x <= 1.0 => c.target_utilization = x,
                     "capacity" => c.capacity_per_replica = Some(x),
                     "startup" if x <= 86_400.0 => c.startup_seconds = Some(x),
+                    "peak" if x <= 86_400.0 => c.peak_window_seconds = x,
+                    "drain" if x <= 86_400.0 => c.drain_seconds = x,
+                    "trend" if x <= 1.0 => c.trend_weight = x,
                     _ => {
                         return Err(format!(
                             "{part:?}: unknown setting or out of range; {expected}"
@@ -122,6 +169,8 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
 pub struct Proactive {
     config: ProactiveConfig,
     demand: DemandTracker,
+    /// The highest demand per minute over the peak floor's window.
+    floor: PeakFloor,
     capacity: CapacityEstimate,
     /// The oldest unanswered ask: when the level rose, and to what.
     pending_ask: Option<(Duration, u32)>,
@@ -144,6 +193,7 @@ impl Proactive {
             capacity: CapacityEstimate::with_prior(config.capacity_per_replica),
             config,
             demand: DemandTracker::default(),
+            floor: PeakFloor::default(),
             pending_ask: None,
             startup_learned: None,
             needs: VecDeque::new(),
@@ -219,12 +269,26 @@ impl Proactive {
         };
 
         let horizon = Duration::from_secs_f64(self.horizon_seconds());
-        let fc = self
+        let mut fc = self
             .demand
             .forecast(now, horizon, TREND_WINDOW, c.scale_down_stabilization);
+        fc.at_horizon = fc.now + self.config.trend_weight * (fc.at_horizon - fc.now);
         let per = cap * self.config.target_utilization;
-        let backlog = queue / BACKLOG_DRAIN_SECONDS;
-        let need = replicas_for(fc.at_horizon + backlog, per, c);
+        let backlog = if self.config.drain_seconds > 0.0 {
+            queue / self.config.drain_seconds
+        } else {
+            0.0
+        };
+        let demand_need = replicas_for(fc.at_horizon + backlog, per, c);
+        self.floor.observe(now, fc.now);
+        let floor = self
+            .floor
+            .peak(
+                now,
+                Duration::from_secs_f64(self.config.peak_window_seconds),
+            )
+            .map(|(peak, age)| (peak, age, replicas_for(peak, per, c)));
+        let need = demand_need.max(floor.map_or(0, |f| f.2));
         self.needs.push_back((now, need));
         prune(&mut self.needs, now, c.scale_down_stabilization);
         let window_need = self.needs.iter().map(|n| n.1).max().unwrap_or(need);
@@ -237,7 +301,10 @@ impl Proactive {
             .unwrap_or(need);
 
         let guide_level = state.level.unwrap_or(prev);
-        let reactive = guide.reason.is_scale_out() && guide_level > prev;
+        let growth = self.demand.growth();
+        let reactive = guide.reason.is_scale_out()
+            && guide_level > prev
+            && (self.config.backstop_always || growth > 0.0);
         let quiet = !guide.reason.is_scale_out() && guide.reason != Reason::HoldStabilizing;
         if need < prev && quiet {
             self.below_since.get_or_insert(now);
@@ -293,15 +360,30 @@ impl Proactive {
             self.pending_ask = Some((now, level));
         }
 
-        let numbers = explain(
+        let mut numbers = explain(
             &fc,
             backlog,
             cap,
             &self.capacity,
             self.config.target_utilization,
-            need,
+            demand_need,
             self.startup_learned.is_some() || self.config.startup_seconds.is_some(),
         );
+        if let Some((peak, age, floor_need)) = floor {
+            numbers.push_str(&format!(
+                "; floor: peak {} req/s {} ago (window {}) -> {floor_need} replicas",
+                num(peak),
+                super::explain::dur(Duration::from_secs_f64(age)),
+                super::explain::dur(Duration::from_secs_f64(self.config.peak_window_seconds)),
+            ));
+        }
+        if guide.reason.is_scale_out() && guide_level > prev && !reactive {
+            numbers.push_str(&format!(
+                "; guide trigger ({}) not followed: in-flight requests not growing ({} per s), the backlog drains",
+                guide.reason.as_str(),
+                num(growth)
+            ));
+        }
         let (reason, explanation) = if reactive && level == guide_level && guide_level > prev {
             (guide.reason, format!("{}; {numbers}", guide.explanation))
         } else if level < prev && prev <= ready {
