@@ -43,6 +43,9 @@ use crate::signals::FleetSignals;
 const DEFAULT_STARTUP_SECONDS: f64 = 300.0;
 /// The window the demand trend is fitted over.
 const TREND_WINDOW: Duration = Duration::from_secs(300);
+/// The ready replicas must have stayed the same this long for a throughput to teach capacity
+/// (the signals' rate window, less one scrape's slack).
+const STABLE_FOR: Duration = Duration::from_secs(50);
 /// Starting capacity is withdrawn only when the need stayed below it this long.
 const WITHDRAW_AFTER: Duration = Duration::from_secs(60);
 
@@ -244,6 +247,14 @@ impl Proactive {
         self.ready_seen.push_back((now, ready));
         prune(&mut self.ready_seen, now, Duration::from_secs(60));
         let replicas = self.ready_seen.iter().map(|r| r.1).max().unwrap_or(ready);
+        // The throughput per replica means something only when the ready replicas stayed the
+        // same over the whole rate window: right after replicas arrive, the rate still counts
+        // the smaller fleet's work while latency still shows the backlog of the shortage.
+        let stable = self.ready_seen.iter().all(|r| r.1 == ready)
+            && self
+                .ready_seen
+                .front()
+                .is_some_and(|r| r.0.saturating_add(STABLE_FOR) <= now);
         let over = |q: Option<f64>, slo: Option<f64>| match (q, slo) {
             (Some(q), Some(s)) => q.is_finite() && q > s,
             _ => false,
@@ -255,8 +266,8 @@ impl Proactive {
             && !over(f.itl_seconds.p95, half(c.itl_slo_seconds));
         self.capacity.observe(Observation {
             per_replica: finished / f64::from(replicas.max(1)),
-            within_slo: !breached && queue <= f64::from(ready),
-            breached,
+            within_slo: stable && !breached && queue <= f64::from(ready),
+            breached: stable && breached,
             comfortable,
         });
         let Some(cap) = self.capacity.value() else {

@@ -233,10 +233,38 @@ fn without_a_prior_capacity_is_learned_and_until_then_the_guide_decides() {
     let d = r.at(0, &s);
     assert!(d.explanation.contains("no capacity estimate yet"), "{d:?}");
     assert_eq!(r.proactive.capacity(), None);
-    r.at(2, &fleet(2, 20.0, 20.0));
+    // A throughput teaches capacity once the ready replicas stayed the same for 50 s.
+    for t in (2..50).step_by(2) {
+        r.at(t, &fleet(2, 20.0, 20.0));
+    }
+    assert_eq!(r.proactive.capacity(), None);
+    r.at(50, &fleet(2, 20.0, 20.0));
     assert_eq!(r.proactive.capacity(), Some(10.0));
-    let d = r.at(4, &fleet(2, 20.0, 20.0));
+    let d = r.at(52, &fleet(2, 20.0, 20.0));
     assert!(d.explanation.contains("(learned)"), "{d:?}");
+}
+
+#[test]
+fn a_breach_right_after_replicas_arrive_does_not_lower_capacity() {
+    // 2 replicas at 10 req/s each within the SLO; 4 more arrive while the backlog of the
+    // shortage is still served: the rate still counts the 2 replicas' work (20 req/s over 6,
+    // 3.3 per replica) and TTFT breaks its SLO. That says nothing about capacity...
+    let mut r = Run::new("proactive; capacity=10; startup=300", 6);
+    for t in (0..=60).step_by(2) {
+        r.at(t, &fleet(2, 20.0, 20.0));
+    }
+    let mut late = fleet(6, 20.0, 20.0);
+    late.fleet.ttft_seconds.p95 = Some(5.0);
+    for t in (62..=100).step_by(2) {
+        r.at(t, &late);
+    }
+    assert_eq!(r.proactive.capacity(), Some(10.0));
+    // ...but the same breach with 6 replicas ready for a whole minute does.
+    for t in (102..=200).step_by(2) {
+        r.at(t, &late);
+    }
+    let c = r.proactive.capacity().unwrap();
+    assert!(c < 10.0, "{c}");
 }
 
 #[test]
