@@ -9,13 +9,14 @@
 //!    the growth of waiting and running requests over the last minute, plus the backlog
 //!    (waiting requests) to clear within a minute;
 //! 3. learns the capacity of one replica within the SLO ([`capacity`]), from the throughput per
-//!    ready replica while P95 TTFT and ITL stay within their SLOs, probed upwards while they
+//!    ready replica (once the ready replicas stayed the same for the rate window) while P95 TTFT and ITL stay within their SLOs, probed upwards while they
 //!    stay below half their SLOs under load, corrected down when they break at a lower
 //!    throughput; an optional prior starts it;
 //! 4. forecasts demand over the start-up horizon (learned from how long asked-for replicas took
 //!    to answer, or set): the current demand plus a rising trend over the horizon, and the
 //!    recent peak for scale-in;
-//! 5. needs `ceil(forecast / (capacity x utilisation))` replicas: one step up to that need
+//! 5. needs `ceil(forecast / (capacity x utilisation))` replicas, and at least what the
+//!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`): one step up to that need
 //!    (widened to the HPA's tolerance as the guide does); capacity still starting is withdrawn
 //!    when the need falls to what is ready; below the ready replicas it scales in to the highest
 //!    need of the calm period, once the need has stayed below the level that long with no
