@@ -18,6 +18,8 @@ struct Sample {
     in_flight: f64,
     /// Estimated arrivals per second at `at`.
     demand: f64,
+    /// Growth of the in-flight requests per second over the growth window at `at`.
+    growth: f64,
 }
 
 /// The demand history of one ScaledObject.
@@ -69,6 +71,7 @@ impl DemandTracker {
             at: now,
             in_flight,
             demand,
+            growth,
         });
         while let Some(front) = self.samples.front() {
             if front.at.saturating_add(KEEP) < now {
@@ -78,6 +81,12 @@ impl DemandTracker {
             }
         }
         demand
+    }
+
+    /// The growth of the in-flight requests per second over the last minute, as of the latest
+    /// observation (0 before any).
+    pub fn growth(&self) -> f64 {
+        self.samples.back().map_or(0.0, |s| s.growth)
     }
 
     /// The forecast at `now` over `horizon`, with the trend fitted over `trend_window` and the
@@ -128,6 +137,50 @@ impl DemandTracker {
         let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
         let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
         if sxx > 0.0 { sxy / sxx } else { 0.0 }
+    }
+}
+
+/// The highest demand over a long window (an hour, say), kept as one maximum per minute: the
+/// floor that holds capacity for a burst seen recently until the window has passed without one.
+#[derive(Debug, Clone, Default)]
+pub struct PeakFloor {
+    /// (minute index, highest demand within that minute), oldest first.
+    minutes: VecDeque<(u64, f64)>,
+}
+
+impl PeakFloor {
+    /// Records the demand estimated at `now`.
+    pub fn observe(&mut self, now: Duration, demand: f64) {
+        let demand = finite_or_zero(demand);
+        let minute = now.as_secs() / 60;
+        match self.minutes.back_mut() {
+            Some((m, d)) if *m == minute => *d = d.max(demand),
+            _ => self.minutes.push_back((minute, demand)),
+        }
+    }
+
+    /// The highest demand over the last `window` at `now` (whole minutes, the current one
+    /// included), with its age in seconds; `None` for an empty window. Drops what is older.
+    pub fn peak(&mut self, now: Duration, window: Duration) -> Option<(f64, f64)> {
+        let minute = now.as_secs() / 60;
+        let keep = window.as_secs().div_ceil(60);
+        while let Some(&(m, _)) = self.minutes.front() {
+            if m.saturating_add(keep) < minute {
+                self.minutes.pop_front();
+            } else {
+                break;
+            }
+        }
+        if window.is_zero() {
+            return None;
+        }
+        self.minutes
+            .iter()
+            .fold(None, |best: Option<(u64, f64)>, &(m, d)| match best {
+                Some((_, b)) if b >= d => best,
+                _ => Some((m, d)),
+            })
+            .map(|(m, d)| (d, (minute.saturating_sub(m) * 60) as f64))
     }
 }
 
@@ -182,6 +235,26 @@ mod tests {
         assert!(f.trend < 0.0);
         assert_eq!(f.at_horizon, f.now);
         assert!((f.peak - 25.0).abs() < 0.2, "{f:?}");
+    }
+
+    #[test]
+    fn the_peak_floor_holds_the_highest_minute_for_its_window() {
+        let mut p = PeakFloor::default();
+        for t in (0..600).step_by(2) {
+            p.observe(s(t), if (120..240).contains(&t) { 45.0 } else { 6.0 });
+        }
+        let hour = s(3600);
+        assert_eq!(p.peak(s(600), hour), Some((45.0, 480.0)));
+        // Still held just before the window ends, gone after it; the base rate remains.
+        for t in (600..4000).step_by(2) {
+            p.observe(s(t), 6.0);
+        }
+        assert_eq!(p.peak(s(3600 + 120), hour).map(|x| x.0), Some(45.0));
+        assert_eq!(p.peak(s(3600 + 240 + 60), hour).map(|x| x.0), Some(6.0));
+        // A zero window is no floor; junk demand counts as none.
+        assert_eq!(p.peak(s(4000), Duration::ZERO), None);
+        p.observe(s(4002), f64::NAN);
+        assert_eq!(p.peak(s(4002), hour).map(|x| x.0), Some(6.0));
     }
 
     #[test]

@@ -9,13 +9,14 @@
 //!    the growth of waiting and running requests over the last minute, plus the backlog
 //!    (waiting requests) to clear within a minute;
 //! 3. learns the capacity of one replica within the SLO ([`capacity`]), from the throughput per
-//!    ready replica while P95 TTFT and ITL stay within their SLOs, probed upwards while they
+//!    ready replica (once the ready replicas stayed the same for the rate window) while P95 TTFT and ITL stay within their SLOs, probed upwards while they
 //!    stay below half their SLOs under load, corrected down when they break at a lower
 //!    throughput; an optional prior starts it;
 //! 4. forecasts demand over the start-up horizon (learned from how long asked-for replicas took
 //!    to answer, or set): the current demand plus a rising trend over the horizon, and the
 //!    recent peak for scale-in;
-//! 5. needs `ceil(forecast / (capacity x utilisation))` replicas: one step up to that need
+//! 5. needs `ceil(forecast / (capacity x utilisation))` replicas, and at least what the
+//!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`): one step up to that need
 //!    (widened to the HPA's tolerance as the guide does); capacity still starting is withdrawn
 //!    when the need falls to what is ready; below the ready replicas it scales in to the highest
 //!    need of the calm period, once the need has stayed below the level that long with no
@@ -33,7 +34,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use self::capacity::{CapacityEstimate, Observation};
-use self::forecast::{DemandTracker, Forecast};
+use self::forecast::{DemandTracker, Forecast, PeakFloor};
 use super::explain::{num, pct};
 use super::hpa::{hpa_would_act, smallest_acted_scale_up};
 use super::{Decision, Mode, Policy, PolicyConfig, PolicyState, Reason};
@@ -43,8 +44,9 @@ use crate::signals::FleetSignals;
 const DEFAULT_STARTUP_SECONDS: f64 = 300.0;
 /// The window the demand trend is fitted over.
 const TREND_WINDOW: Duration = Duration::from_secs(300);
-/// Waiting requests are to be cleared within this long.
-const BACKLOG_DRAIN_SECONDS: f64 = 60.0;
+/// The ready replicas must have stayed the same this long for a throughput to teach capacity
+/// (the signals' rate window, less one scrape's slack).
+const STABLE_FOR: Duration = Duration::from_secs(50);
 /// Starting capacity is withdrawn only when the need stayed below it this long.
 const WITHDRAW_AFTER: Duration = Duration::from_secs(60);
 
@@ -57,6 +59,18 @@ pub struct ProactiveConfig {
     pub capacity_per_replica: Option<f64>,
     /// Seconds from asking for a replica to it answering (learned when unset).
     pub startup_seconds: Option<f64>,
+    /// The peak floor's window, seconds: capacity for the highest demand seen this long ago or
+    /// less is held (0: no floor).
+    pub peak_window_seconds: f64,
+    /// Waiting requests are sized to be cleared within this long, seconds (0: the backlog is
+    /// not sized for; it drains once the capacity for the demand arrives).
+    pub drain_seconds: f64,
+    /// Whether the guide's scale-out triggers raise the level whenever they fire
+    /// (`backstop=always`), or only while the fleet's in-flight requests still grow
+    /// (`backstop=growing`: a backlog that drains needs no replica that arrives after it has).
+    pub backstop_always: bool,
+    /// How much of the rising trend is extrapolated over the start-up horizon (0: none, 1: all).
+    pub trend_weight: f64,
 }
 
 impl Default for ProactiveConfig {
@@ -65,22 +79,36 @@ impl Default for ProactiveConfig {
             target_utilization: DEFAULT_UTILIZATION,
             capacity_per_replica: None,
             startup_seconds: None,
+            peak_window_seconds: DEFAULT_PEAK_WINDOW_SECONDS,
+            drain_seconds: DEFAULT_DRAIN_SECONDS,
+            backstop_always: DEFAULT_BACKSTOP_ALWAYS,
+            trend_weight: DEFAULT_TREND_WEIGHT,
         }
     }
 }
 
 /// The default target utilisation (chosen on the training scenarios, docs/policy.md).
 pub const DEFAULT_UTILIZATION: f64 = 0.8;
+/// The default peak floor window, seconds (chosen on the training scenarios).
+pub const DEFAULT_PEAK_WINDOW_SECONDS: f64 = 0.0;
+/// The default backlog drain time, seconds (chosen on the training scenarios).
+pub const DEFAULT_DRAIN_SECONDS: f64 = 60.0;
+/// The default backstop (chosen on the training scenarios).
+pub const DEFAULT_BACKSTOP_ALWAYS: bool = true;
+/// The default weight of the trend over the horizon (chosen on the training scenarios).
+pub const DEFAULT_TREND_WEIGHT: f64 = 1.0;
 
 /// Reads the value of the `policy` key: `guide` (`None`), or `proactive` optionally followed by
 /// `;`- or space-separated settings `utilization=F` (0..1], `capacity=R` (requests per second
-/// per replica) and `startup=S` (seconds).
+/// per replica), `startup=S` (seconds), `peak=S` (the peak floor's window, seconds, 0 for
+/// none), `drain=S` (backlog drain time, seconds, 0 to size for demand only),
+/// `trend=W` (weight of the rising trend, 0..1) and `backstop=always|growing`.
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica) and `; startup=S` (seconds)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1) and `; backstop=always|growing`";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -94,16 +122,39 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 let (k, v) = part
                     .split_once('=')
                     .ok_or_else(|| format!("{part:?} is not KEY=VALUE; {expected}"))?;
+                let (k, v) = (k.trim(), v.trim());
+                if k == "backstop" {
+                    c.backstop_always = match v {
+                        "always" => true,
+                        "growing" => false,
+                        _ => {
+                            return Err(format!(
+                                "backstop={v:?} is not `always` or `growing`; {expected}"
+                            ));
+                        }
+                    };
+                    continue;
+                }
+                let zero_ok = matches!(k, "peak" | "drain" | "trend");
                 let x: f64 = v
-                    .trim()
                     .parse()
                     .ok()
-                    .filter(|x: &f64| x.is_finite() && *x > 0.0)
-                    .ok_or_else(|| format!("{k}={v:?} is not a positive number; {expected}"))?;
-                match k.trim() {
+                    .filter(|x: &f64| x.is_finite() && (*x > 0.0 || (zero_ok && *x == 0.0)))
+                    .ok_or_else(|| {
+                        let what = if zero_ok {
+                            "a number >= 0"
+                        } else {
+                            "a positive number"
+                        };
+                        format!("{k}={v:?} is not {what}; {expected}")
+                    })?;
+                match k {
                     "utilization" if x <= 1.0 => c.target_utilization = x,
                     "capacity" => c.capacity_per_replica = Some(x),
                     "startup" if x <= 86_400.0 => c.startup_seconds = Some(x),
+                    "peak" if x <= 86_400.0 => c.peak_window_seconds = x,
+                    "drain" if x <= 86_400.0 => c.drain_seconds = x,
+                    "trend" if x <= 1.0 => c.trend_weight = x,
                     _ => {
                         return Err(format!(
                             "{part:?}: unknown setting or out of range; {expected}"
@@ -122,6 +173,8 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
 pub struct Proactive {
     config: ProactiveConfig,
     demand: DemandTracker,
+    /// The highest demand per minute over the peak floor's window.
+    floor: PeakFloor,
     capacity: CapacityEstimate,
     /// The oldest unanswered ask: when the level rose, and to what.
     pending_ask: Option<(Duration, u32)>,
@@ -144,6 +197,7 @@ impl Proactive {
             capacity: CapacityEstimate::with_prior(config.capacity_per_replica),
             config,
             demand: DemandTracker::default(),
+            floor: PeakFloor::default(),
             pending_ask: None,
             startup_learned: None,
             needs: VecDeque::new(),
@@ -194,6 +248,14 @@ impl Proactive {
         self.ready_seen.push_back((now, ready));
         prune(&mut self.ready_seen, now, Duration::from_secs(60));
         let replicas = self.ready_seen.iter().map(|r| r.1).max().unwrap_or(ready);
+        // The throughput per replica means something only when the ready replicas stayed the
+        // same over the whole rate window: right after replicas arrive, the rate still counts
+        // the smaller fleet's work while latency still shows the backlog of the shortage.
+        let stable = self.ready_seen.iter().all(|r| r.1 == ready)
+            && self
+                .ready_seen
+                .front()
+                .is_some_and(|r| r.0.saturating_add(STABLE_FOR) <= now);
         let over = |q: Option<f64>, slo: Option<f64>| match (q, slo) {
             (Some(q), Some(s)) => q.is_finite() && q > s,
             _ => false,
@@ -205,8 +267,8 @@ impl Proactive {
             && !over(f.itl_seconds.p95, half(c.itl_slo_seconds));
         self.capacity.observe(Observation {
             per_replica: finished / f64::from(replicas.max(1)),
-            within_slo: !breached && queue <= f64::from(ready),
-            breached,
+            within_slo: stable && !breached && queue <= f64::from(ready),
+            breached: stable && breached,
             comfortable,
         });
         let Some(cap) = self.capacity.value() else {
@@ -219,12 +281,26 @@ impl Proactive {
         };
 
         let horizon = Duration::from_secs_f64(self.horizon_seconds());
-        let fc = self
+        let mut fc = self
             .demand
             .forecast(now, horizon, TREND_WINDOW, c.scale_down_stabilization);
+        fc.at_horizon = fc.now + self.config.trend_weight * (fc.at_horizon - fc.now);
         let per = cap * self.config.target_utilization;
-        let backlog = queue / BACKLOG_DRAIN_SECONDS;
-        let need = replicas_for(fc.at_horizon + backlog, per, c);
+        let backlog = if self.config.drain_seconds > 0.0 {
+            queue / self.config.drain_seconds
+        } else {
+            0.0
+        };
+        let demand_need = replicas_for(fc.at_horizon + backlog, per, c);
+        self.floor.observe(now, fc.now);
+        let floor = self
+            .floor
+            .peak(
+                now,
+                Duration::from_secs_f64(self.config.peak_window_seconds),
+            )
+            .map(|(peak, age)| (peak, age, replicas_for(peak, per, c)));
+        let need = demand_need.max(floor.map_or(0, |f| f.2));
         self.needs.push_back((now, need));
         prune(&mut self.needs, now, c.scale_down_stabilization);
         let window_need = self.needs.iter().map(|n| n.1).max().unwrap_or(need);
@@ -237,7 +313,10 @@ impl Proactive {
             .unwrap_or(need);
 
         let guide_level = state.level.unwrap_or(prev);
-        let reactive = guide.reason.is_scale_out() && guide_level > prev;
+        let growth = self.demand.growth();
+        let reactive = guide.reason.is_scale_out()
+            && guide_level > prev
+            && (self.config.backstop_always || growth > 0.0);
         let quiet = !guide.reason.is_scale_out() && guide.reason != Reason::HoldStabilizing;
         if need < prev && quiet {
             self.below_since.get_or_insert(now);
@@ -293,15 +372,30 @@ impl Proactive {
             self.pending_ask = Some((now, level));
         }
 
-        let numbers = explain(
+        let mut numbers = explain(
             &fc,
             backlog,
             cap,
             &self.capacity,
             self.config.target_utilization,
-            need,
+            demand_need,
             self.startup_learned.is_some() || self.config.startup_seconds.is_some(),
         );
+        if let Some((peak, age, floor_need)) = floor {
+            numbers.push_str(&format!(
+                "; floor: peak {} req/s {} ago (window {}) -> {floor_need} replicas",
+                num(peak),
+                super::explain::dur(Duration::from_secs_f64(age)),
+                super::explain::dur(Duration::from_secs_f64(self.config.peak_window_seconds)),
+            ));
+        }
+        if guide.reason.is_scale_out() && guide_level > prev && !reactive {
+            numbers.push_str(&format!(
+                "; guide trigger ({}) not followed: in-flight requests not growing ({} per s), the backlog drains",
+                guide.reason.as_str(),
+                num(growth)
+            ));
+        }
         let (reason, explanation) = if reactive && level == guide_level && guide_level > prev {
             (guide.reason, format!("{}; {numbers}", guide.explanation))
         } else if level < prev && prev <= ready {

@@ -67,6 +67,17 @@ fn the_policy_value_is_read_with_its_settings() {
             target_utilization: 0.7,
             capacity_per_replica: Some(15.2),
             startup_seconds: Some(240.0),
+            ..ProactiveConfig::default()
+        }))
+    );
+    assert_eq!(
+        parse_policy("proactive; peak=3600; drain=0; trend=0.5; backstop=growing"),
+        Ok(Some(ProactiveConfig {
+            peak_window_seconds: 3600.0,
+            drain_seconds: 0.0,
+            backstop_always: false,
+            trend_weight: 0.5,
+            ..ProactiveConfig::default()
         }))
     );
     for bad in [
@@ -77,6 +88,11 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; capacity=-1",
         "proactive; capacity",
         "proactive; speed=2",
+        "proactive; capacity=0",
+        "proactive; peak=-1",
+        "proactive; drain=x",
+        "proactive; trend=2",
+        "proactive; backstop=never",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -217,10 +233,38 @@ fn without_a_prior_capacity_is_learned_and_until_then_the_guide_decides() {
     let d = r.at(0, &s);
     assert!(d.explanation.contains("no capacity estimate yet"), "{d:?}");
     assert_eq!(r.proactive.capacity(), None);
-    r.at(2, &fleet(2, 20.0, 20.0));
+    // A throughput teaches capacity once the ready replicas stayed the same for 50 s.
+    for t in (2..50).step_by(2) {
+        r.at(t, &fleet(2, 20.0, 20.0));
+    }
+    assert_eq!(r.proactive.capacity(), None);
+    r.at(50, &fleet(2, 20.0, 20.0));
     assert_eq!(r.proactive.capacity(), Some(10.0));
-    let d = r.at(4, &fleet(2, 20.0, 20.0));
+    let d = r.at(52, &fleet(2, 20.0, 20.0));
     assert!(d.explanation.contains("(learned)"), "{d:?}");
+}
+
+#[test]
+fn a_breach_right_after_replicas_arrive_does_not_lower_capacity() {
+    // 2 replicas at 10 req/s each within the SLO; 4 more arrive while the backlog of the
+    // shortage is still served: the rate still counts the 2 replicas' work (20 req/s over 6,
+    // 3.3 per replica) and TTFT breaks its SLO. That says nothing about capacity...
+    let mut r = Run::new("proactive; capacity=10; startup=300", 6);
+    for t in (0..=60).step_by(2) {
+        r.at(t, &fleet(2, 20.0, 20.0));
+    }
+    let mut late = fleet(6, 20.0, 20.0);
+    late.fleet.ttft_seconds.p95 = Some(5.0);
+    for t in (62..=100).step_by(2) {
+        r.at(t, &late);
+    }
+    assert_eq!(r.proactive.capacity(), Some(10.0));
+    // ...but the same breach with 6 replicas ready for a whole minute does.
+    for t in (102..=200).step_by(2) {
+        r.at(t, &late);
+    }
+    let c = r.proactive.capacity().unwrap();
+    assert!(c < 10.0, "{c}");
 }
 
 #[test]
@@ -247,4 +291,149 @@ fn no_ready_replica_is_the_guides_no_data() {
     let d = r.at(0, &FleetSignals::default());
     assert_eq!(d.reason, Reason::NoData);
     assert_eq!(d.target_replicas, 3);
+}
+
+/// Runs 2 replicas at 10 req/s, a burst that needs 8 (60 req/s) from 62 s to 120 s, then
+/// 10 req/s again on however many replicas were asked for; the targets over time.
+fn burst_then_calm(metadata: &str, until: u64) -> Vec<(u64, Decision)> {
+    let mut r = Run::new(metadata, 2);
+    let mut out = Vec::new();
+    for t in (0..=60).step_by(2) {
+        out.push((t, r.at(t, &fleet(2, 10.0, 20.0))));
+    }
+    let mut level = 2;
+    for t in (62..=120).step_by(2) {
+        let d = r.at(t, &saturated(t, 60));
+        level = d.target_replicas;
+        out.push((t, d));
+    }
+    // The replicas asked for are ready; the burst is over, its backlog served.
+    for t in (122..=until).step_by(2) {
+        let d = r.at(t, &fleet(level as usize, 10.0, 20.0));
+        level = d.target_replicas;
+        out.push((t, d));
+    }
+    out
+}
+
+#[test]
+fn the_peak_floor_holds_capacity_for_a_recent_burst_then_releases_it() {
+    // Without a floor, the calm period after the burst brings the fleet back to 2.
+    let none = burst_then_calm("proactive; capacity=10; startup=300; peak=0", 1200);
+    let high = none.iter().map(|d| d.1.target_replicas).max().unwrap();
+    assert!(high >= 8, "the burst scaled out: {high}");
+    assert_eq!(none.last().unwrap().1.target_replicas, 2);
+    // With a 30-minute floor: held at the burst's need until the window has passed.
+    let floor = burst_then_calm("proactive; capacity=10; startup=300; peak=1800", 3000);
+    let at = |t: u64| floor.iter().find(|d| d.0 == t).unwrap().1.clone();
+    let held = at(1200);
+    assert!(held.target_replicas >= 8, "{held:?}");
+    assert!(
+        held.explanation.contains("floor: peak") && held.explanation.contains("(window 1800 s)"),
+        "{}",
+        held.explanation
+    );
+    let late = floor.last().unwrap().1.clone();
+    assert_eq!(late.target_replicas, 2, "{late:?}");
+    assert_eq!(late.reason, Reason::Hold);
+    let down = floor
+        .iter()
+        .find(|d| d.1.target_replicas == 2 && d.0 > 120)
+        .unwrap();
+    // The burst's last minute (2) leaves the window at minute 33 (1980 s); then the calm
+    // period (300 s) runs before the scale-in.
+    assert!(
+        (1980 + 300..=1980 + 400).contains(&down.0),
+        "{}: {:?}",
+        down.0,
+        down.1
+    );
+    assert_eq!(down.1.reason, Reason::ScaleInCalm);
+}
+
+#[test]
+fn without_the_backlog_term_the_fleet_is_sized_for_demand() {
+    // A standing backlog of 600 with arrivals equal to what finishes (10 req/s): draining it
+    // within a minute asks for ceil((10 + 10) / 8) = 3 replicas; sized for demand, 2.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        let mut s = fleet(2, 10.0, 20.0);
+        s.fleet.queue_depth = 600.0;
+        s.fleet.ttft_seconds.p95 = Some(0.5);
+        let mut last = None;
+        for t in (0..=20).step_by(2) {
+            last = Some(r.at(t, &s));
+        }
+        last.unwrap()
+    };
+    let drain = run("proactive; capacity=10; startup=300; drain=60");
+    assert!(drain.target_replicas >= 3, "{drain:?}");
+    assert!(
+        drain.explanation.contains("+ backlog 10 req/s"),
+        "{drain:?}"
+    );
+    let demand = run("proactive; capacity=10; startup=300; drain=0");
+    assert_eq!(demand.target_replicas, 2, "{demand:?}");
+    assert!(!demand.explanation.contains("backlog"), "{demand:?}");
+}
+
+#[test]
+fn the_trend_weight_scales_the_extrapolation() {
+    let forecast_at = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        let mut d = None;
+        for t in (0..=300).step_by(2) {
+            d = Some(r.at(t, &fleet(2, 10.0 + 0.02 * t as f64, 20.0)));
+        }
+        d.unwrap().explanation
+    };
+    // 16 req/s now, +0.02 req/s per s: 22 in 300 s at full weight, 19 at half, 16 at none.
+    assert!(forecast_at("proactive; capacity=10; startup=300").contains("forecast 22 req/s"));
+    assert!(
+        forecast_at("proactive; capacity=10; startup=300; trend=0.5").contains("forecast 19 req/s")
+    );
+    assert!(
+        forecast_at("proactive; capacity=10; startup=300; trend=0").contains("forecast 16 req/s")
+    );
+}
+
+#[test]
+fn a_growing_backstop_ignores_triggers_while_the_backlog_drains() {
+    // The prior overstates capacity (100 req/s per replica): the forecast asks for nothing.
+    // A queue of 200 over 2 replicas fires the guide's queue trigger after its 30 s.
+    let run = |metadata: &str, growing: bool| {
+        let mut r = Run::new(metadata, 2);
+        let mut last = None;
+        for t in (0..=90).step_by(2) {
+            let mut s = fleet(2, 10.0, 20.0);
+            // Draining: 400 -> 220 over the 90 s, or growing: 200 -> 380.
+            s.fleet.queue_depth = if growing {
+                200.0 + 2.0 * t as f64
+            } else {
+                400.0 - 2.0 * t as f64
+            };
+            last = Some(r.at(t, &s));
+        }
+        last.unwrap()
+    };
+    let draining = run(
+        "proactive; capacity=100; startup=300; backstop=growing",
+        false,
+    );
+    assert_eq!(draining.target_replicas, 2, "{draining:?}");
+    assert!(
+        draining
+            .explanation
+            .contains("guide trigger (queue_depth) not followed"),
+        "{}",
+        draining.explanation
+    );
+    let growing = run(
+        "proactive; capacity=100; startup=300; backstop=growing",
+        true,
+    );
+    assert!(growing.target_replicas > 2, "{growing:?}");
+    assert_eq!(growing.reason, Reason::QueueDepth);
+    let always = run("proactive; capacity=100; startup=300", false);
+    assert!(always.target_replicas > 2, "{always:?}");
 }
