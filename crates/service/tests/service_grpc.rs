@@ -710,11 +710,8 @@ async fn stream_is_active_ends_when_the_scaledobjects_metadata_changes() {
             }
         };
         let ended = async {
-            loop {
-                match stream.message().await {
-                    Ok(Some(m)) => assert!(m.result),
-                    Ok(None) | Err(_) => break,
-                }
+            while let Ok(Some(m)) = stream.message().await {
+                assert!(m.result);
             }
         };
         tokio::select! {
