@@ -706,6 +706,20 @@ fn reason_codes_are_snake_case_and_match_serde() {
 }
 
 #[test]
+fn modes_and_durations_serialize_as_documented() {
+    for (mode, text) in [(Mode::Active, "active"), (Mode::Advisory, "advisory")] {
+        assert_eq!(mode.as_str(), text);
+        assert_eq!(serde_json::to_string(&mode).unwrap(), format!("\"{text}\""));
+    }
+    // Durations are seconds (the explain page and `/debug` show the config as JSON).
+    let json = serde_json::to_value(PolicyConfig::default()).unwrap();
+    assert_eq!(json["scale_up_period"], 60.0);
+    assert_eq!(json["scale_down_stabilization"], 300.0);
+    assert_eq!(json["kv_cache_critical_for"], 30.0);
+    assert_eq!(json["mode"], "active");
+}
+
+#[test]
 fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
     // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
     // requests, the rest wait. Load ramps to 150 over 10 min, holds 10 min, then stops.
