@@ -720,6 +720,49 @@ fn modes_and_durations_serialize_as_documented() {
 }
 
 #[test]
+fn reasons_display_as_their_codes() {
+    for r in Reason::ALL {
+        assert_eq!(r.to_string(), r.as_str());
+    }
+}
+
+/// What the state reports (the service's `/debug` page and restart hand-over read it) is
+/// what the decisions did: the level, and when the breach and calm clocks started.
+#[test]
+fn the_state_reports_its_level_and_clocks() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = secs(10);
+        c.scale_down_stabilization = secs(20);
+    });
+    let mut st = PolicyState::default();
+    assert_eq!(st.level(), None);
+    let calm = Load::idle(3);
+    let d = p.decide(secs(100), &calm.signals(secs(100)), &mut st);
+    assert_eq!(st.level(), Some(d.desired_replicas));
+    assert_eq!(st.level(), Some(3));
+    assert_eq!(st.calm_since(), Some(secs(100)));
+    assert_eq!(st.breach_since(), None);
+    assert!(!st.calm_period_seen());
+    p.decide(secs(119), &calm.signals(secs(119)), &mut st);
+    assert!(!st.calm_period_seen());
+    p.decide(secs(120), &calm.signals(secs(120)), &mut st);
+    assert!(st.calm_period_seen(), "calm held for the full 20 s");
+    assert_eq!(st.calm_since(), Some(secs(100)));
+
+    // A breach starts its clock and ends the calm one.
+    let hot = Load::idle(3).queue(1000.0);
+    p.decide(secs(130), &hot.signals(secs(130)), &mut st);
+    assert_eq!(st.breach_since(), Some(secs(130)));
+    assert_eq!(st.calm_since(), None);
+    p.decide(secs(135), &hot.signals(secs(135)), &mut st);
+    assert_eq!(st.breach_since(), Some(secs(130)));
+    let d = p.decide(secs(140), &hot.signals(secs(140)), &mut st);
+    assert_eq!(d.reason, Reason::QueueDepth);
+    assert_eq!(st.level(), Some(d.desired_replicas));
+    assert_eq!(st.level(), Some(5));
+}
+
+#[test]
 fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
     // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
     // requests, the rest wait. Load ramps to 150 over 10 min, holds 10 min, then stops.
