@@ -426,6 +426,21 @@ fn a_scrape_gap_longer_than_the_window_gives_no_stale_delta() {
     );
 }
 
+#[test]
+fn a_baseline_exactly_two_windows_old_still_counts_and_one_second_more_does_not() {
+    // The 60 s latency window: a previous sample up to 120 s old is a usable baseline (the
+    // bound is inclusive); older is a gap, and the delta would average over it.
+    for (gap, expected) in [(120, Some(12.0 / 120.0)), (121, None)] {
+        let mut w = window();
+        let mut pod = Pod::new();
+        w.record(secs(0), "a", Some(pod.snapshot()));
+        pod.finish(&[12.0, 0.0, 0.0, 0.0]);
+        w.record(secs(gap), "a", Some(pod.snapshot()));
+        let f = w.compute(secs(gap)).fleet;
+        assert_eq!(f.requests_per_second, expected, "gap {gap} s");
+    }
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
