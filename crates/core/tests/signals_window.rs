@@ -441,6 +441,35 @@ fn a_baseline_exactly_two_windows_old_still_counts_and_one_second_more_does_not(
     }
 }
 
+#[test]
+fn a_reason_that_vanishes_then_returns_lower_gives_no_negative_rate() {
+    // A restart with no marker (vLLM V0) whose first scrape after it has no `stop` series
+    // yet (labels appear on first use): no consecutive pair shows the drop, so the window's
+    // own delta must refuse the decrease rather than report a negative rate.
+    let mut w = window();
+    let mut pod = Pod::new();
+    w.record(secs(0), "a", Some(pod.snapshot()));
+    let without_stop: String = pod
+        .body()
+        .lines()
+        .filter(|l| !l.contains("finished_reason=\"stop\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let parsed = exposition::parse(&without_stop).unwrap();
+    w.record(
+        secs(10),
+        "a",
+        Some(PodSnapshot::from_exposition(&parsed, None).unwrap()),
+    );
+    pod.stop = 5.0;
+    w.record(secs(20), "a", Some(pod.snapshot()));
+    let f = w.compute(secs(20)).fleet;
+    assert_eq!(f.finished_per_second_by_reason.get("stop"), None);
+    assert_eq!(f.finished_per_second_by_reason.get("length"), Some(&0.0));
+    assert_eq!(f.requests_per_second, Some(0.0));
+    assert_eq!(f.requests_finished_in_window, 0.0);
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
