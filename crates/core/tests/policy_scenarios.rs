@@ -762,6 +762,39 @@ fn the_state_reports_its_level_and_clocks() {
     assert_eq!(st.level(), Some(5));
 }
 
+/// The start-up grace of a lost pod starts when the pod is lost, not when the level was last
+/// set: a long-running fleet that loses one of its replicas during a breach waits for it.
+#[test]
+fn a_replica_lost_after_a_long_steady_run_gets_a_fresh_start_up_grace() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.startup_grace = secs(600);
+    });
+    let mut st = PolicyState::default();
+    // 700 s at 3 ready replicas, busy but in bounds (queue 10 of 25 per replica).
+    for t in (0..700).step_by(10) {
+        let d = p.decide(
+            secs(t),
+            &Load::idle(3).queue(10.0).signals(secs(t)),
+            &mut st,
+        );
+        assert_eq!((d.desired_replicas, d.reason), (3, Reason::Hold), "t={t}");
+    }
+    // One replica is gone and latency breaches: the missing one is on its way (restarting).
+    let d = p.decide(
+        secs(700),
+        &Load::idle(2).queue(10.0).p95(6.0).signals(secs(700)),
+        &mut st,
+    );
+    assert_eq!(d.reason, Reason::HoldStartingUp, "{}", d.explanation);
+    assert_eq!(d.desired_replicas, 3);
+    assert!(
+        d.explanation.contains("0 s of 600 s grace"),
+        "{}",
+        d.explanation
+    );
+}
+
 #[test]
 fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
     // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
