@@ -795,6 +795,54 @@ fn a_replica_lost_after_a_long_steady_run_gets_a_fresh_start_up_grace() {
     );
 }
 
+/// The grace ends exactly `startupGraceSeconds` after the replicas were asked for: then a
+/// guardrail may step again.
+#[test]
+fn the_start_up_grace_ends_at_exactly_its_length() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.startup_grace = secs(60);
+    });
+    let mut st = PolicyState::default();
+    p.decide(
+        secs(0),
+        &Load::idle(3).queue(10.0).signals(secs(0)),
+        &mut st,
+    );
+    let hot = Load::idle(2).queue(10.0).p95(6.0);
+    for t in [10, 40, 69] {
+        let d = p.decide(secs(t), &hot.signals(secs(t)), &mut st);
+        assert_eq!(d.reason, Reason::HoldStartingUp, "t={t}: {}", d.explanation);
+    }
+    let d = p.decide(secs(70), &hot.signals(secs(70)), &mut st);
+    assert_eq!(d.reason, Reason::E2eLatencySlo, "{}", d.explanation);
+    assert_eq!(d.desired_replicas, 5);
+}
+
+/// Guardrails asking for the same step: the first in rule order (e2e, TTFT, ITL, KV,
+/// preemptions) is the reason.
+#[test]
+fn tied_guardrails_report_the_first_in_rule_order() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.ttft_slo_seconds = Some(2.0);
+        c.itl_slo_seconds = Some(0.07);
+    });
+    let cases = [
+        (
+            Load::idle(2).p95(6.0).ttft(3.0).itl(0.1),
+            Reason::E2eLatencySlo,
+        ),
+        (Load::idle(2).ttft(3.0).itl(0.1), Reason::TtftSlo),
+        (Load::idle(2).itl(0.1).preempt(100.0), Reason::ItlSlo),
+    ];
+    for (load, reason) in cases {
+        let d = p.decide(secs(0), &load.signals(secs(0)), &mut PolicyState::default());
+        assert_eq!(d.reason, reason, "{}", d.explanation);
+        assert_eq!(d.desired_replicas, 4, "{}", d.explanation);
+    }
+}
+
 #[test]
 fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
     // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
