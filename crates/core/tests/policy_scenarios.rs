@@ -843,6 +843,84 @@ fn tied_guardrails_report_the_first_in_rule_order() {
     }
 }
 
+/// Queue demand at or below the replicas already asked for: within the grace the missing
+/// ones are on their way; after it, still no more are asked for (the demand is met by the
+/// level), and the explanation says so with the numbers.
+#[test]
+fn demand_at_or_below_the_asked_replicas_holds_after_the_grace_too() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.startup_grace = secs(60);
+        c.max_replicas = 10;
+    });
+    let mut st = PolicyState::with_previous_target(4);
+    // 60 waiting over 2 ready = 30 per replica > 25: demand 3 <= the 4 asked for.
+    let load = Load::idle(2).queue(60.0);
+    let d = p.decide(secs(0), &load.signals(secs(0)), &mut st);
+    assert_eq!(d.reason, Reason::HoldStartingUp, "{}", d.explanation);
+    let d = p.decide(secs(60), &load.signals(secs(60)), &mut st);
+    assert_eq!(d.reason, Reason::Hold, "{}", d.explanation);
+    assert_eq!(d.desired_replicas, 4);
+    assert!(
+        d.explanation
+            .ends_with("demand 3 <= 4 asked (2 not ready after the 60 s grace); holding at 4"),
+        "{}",
+        d.explanation
+    );
+}
+
+/// A step inside the HPA's tolerance must be widened, but the wider step exceeds what is left
+/// of this period's budget: it waits for a fresh period (no partial step the HPA ignores).
+#[test]
+fn a_widened_step_beyond_the_remaining_budget_waits_for_a_fresh_period() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.scale_up_pods = 4;
+        c.hpa_tolerance = 0.5;
+        c.max_replicas = 10;
+    });
+    let mut st = PolicyState::default();
+    // 100 waiting over 2: demand 4, 4/2 = 2 clears the band: +2 of the 4 this period.
+    let d = p.decide(
+        secs(0),
+        &Load::idle(2).queue(100.0).signals(secs(0)),
+        &mut st,
+    );
+    assert_eq!((d.desired_replicas, d.reason), (4, Reason::QueueDepth));
+    // 125 over 4: demand 5, but 5/4 is inside the band; the HPA acts from 7 (+3 > the 2 left).
+    let d = p.decide(
+        secs(10),
+        &Load::idle(4).queue(125.0).signals(secs(10)),
+        &mut st,
+    );
+    assert_eq!(d.reason, Reason::HoldRateLimited, "{}", d.explanation);
+    assert_eq!(d.desired_replicas, 4);
+    assert!(
+        d.explanation.contains(
+            "4 -> 5 is inside the HPA tolerance (|5/4 - 1| = 0.25 <= tolerance 0.5) and the +3 it needs waits for a fresh 60 s period (at most +4 per 60 s); holding at 4"
+        ),
+        "{}",
+        d.explanation
+    );
+    // A fresh period: the whole widened step at once.
+    let d = p.decide(
+        secs(60),
+        &Load::idle(4).queue(125.0).signals(secs(60)),
+        &mut st,
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (7, Reason::QueueDepth),
+        "{}",
+        d.explanation
+    );
+    assert!(
+        d.explanation.contains("widened from 5"),
+        "{}",
+        d.explanation
+    );
+}
+
 #[test]
 fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
     // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
