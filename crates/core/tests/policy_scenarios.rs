@@ -921,6 +921,41 @@ fn a_widened_step_beyond_the_remaining_budget_waits_for_a_fresh_period() {
     );
 }
 
+/// The widened step that fits exactly in what is left of the budget is taken at once.
+#[test]
+fn a_widened_step_that_fits_the_remaining_budget_exactly_is_taken() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.scale_up_pods = 4;
+        c.hpa_tolerance = 0.3;
+        c.max_replicas = 10;
+    });
+    let mut st = PolicyState::default();
+    let d = p.decide(
+        secs(0),
+        &Load::idle(2).queue(100.0).signals(secs(0)),
+        &mut st,
+    );
+    assert_eq!((d.desired_replicas, d.reason), (4, Reason::QueueDepth));
+    // Demand 5: 5/4 = 1.25 is inside the band; 6 clears it and +2 is exactly what is left.
+    let d = p.decide(
+        secs(10),
+        &Load::idle(4).queue(125.0).signals(secs(10)),
+        &mut st,
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (6, Reason::QueueDepth),
+        "{}",
+        d.explanation
+    );
+    assert!(
+        d.explanation.contains("widened from 5"),
+        "{}",
+        d.explanation
+    );
+}
+
 #[test]
 fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
     // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
