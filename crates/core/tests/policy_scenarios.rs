@@ -956,6 +956,89 @@ fn a_widened_step_that_fits_the_remaining_budget_exactly_is_taken() {
     );
 }
 
+/// The queue rule fires above N per ready replica, not at N; N = 0 turns the rule off.
+#[test]
+fn the_queue_rule_fires_strictly_above_n_and_not_at_all_with_n_zero() {
+    let p = policy_with(|c| c.scale_up_stabilization = Duration::ZERO);
+    let at_n = Load::idle(2).queue(50.0);
+    let d = p.decide(secs(0), &at_n.signals(secs(0)), &mut PolicyState::default());
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (2, Reason::Hold),
+        "{}",
+        d.explanation
+    );
+    let above = Load::idle(2).queue(51.0);
+    let d = p.decide(
+        secs(0),
+        &above.signals(secs(0)),
+        &mut PolicyState::default(),
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (3, Reason::QueueDepth),
+        "{}",
+        d.explanation
+    );
+    let off = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.queue_depth_per_replica = 0.0;
+    });
+    let d = off.decide(
+        secs(0),
+        &above.signals(secs(0)),
+        &mut PolicyState::default(),
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (2, Reason::Hold),
+        "{}",
+        d.explanation
+    );
+}
+
+/// The rate limit counts the pods each step added: after +1, one more fits in the period.
+#[test]
+fn the_rate_limit_counts_the_pods_each_step_added() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.hpa_tolerance = 0.0;
+        c.max_replicas = 10;
+    });
+    let mut st = PolicyState::default();
+    // 60 over 2: demand 3 (+1).
+    let d = p.decide(
+        secs(0),
+        &Load::idle(2).queue(60.0).signals(secs(0)),
+        &mut st,
+    );
+    assert_eq!((d.desired_replicas, d.reason), (3, Reason::QueueDepth));
+    // 90 over 3: demand 4 (+1 more: 2 of the 2 per period).
+    let d = p.decide(
+        secs(10),
+        &Load::idle(3).queue(90.0).signals(secs(10)),
+        &mut st,
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (4, Reason::QueueDepth),
+        "{}",
+        d.explanation
+    );
+    // 120 over 4: demand 5, but the period's budget is spent.
+    let d = p.decide(
+        secs(20),
+        &Load::idle(4).queue(120.0).signals(secs(20)),
+        &mut st,
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (4, Reason::HoldRateLimited),
+        "{}",
+        d.explanation
+    );
+}
+
 #[test]
 fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
     // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
