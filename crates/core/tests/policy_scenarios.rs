@@ -1039,6 +1039,65 @@ fn the_rate_limit_counts_the_pods_each_step_added() {
     );
 }
 
+/// Every threshold at exactly its value: a trigger needs more than it (P95 = SLO, KV =
+/// critical, preemptions = threshold do not scale out), and calm needs less than it (P95 =
+/// SLO/2, KV = warning, GPU memory = 95 % are not calm).
+#[test]
+fn thresholds_at_exactly_their_value() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.scale_down_stabilization = Duration::ZERO;
+        c.ttft_slo_seconds = Some(2.0);
+        c.itl_slo_seconds = Some(0.5);
+        c.kv_cache_critical_for = Duration::ZERO;
+    });
+    let at = |load: Load| {
+        let mut st = PolicyState::with_previous_target(3);
+        p.decide(secs(0), &load.signals(secs(0)), &mut st)
+    };
+    let base = Load::idle(3).running(1.0);
+    for (what, load) in [
+        ("e2e = SLO", base.p95(5.0)),
+        ("TTFT = SLO", base.ttft(2.0)),
+        ("ITL = SLO", base.itl(0.5)),
+        ("KV = critical", base.kv(0.95)),
+        ("preemptions = threshold", base.preempt(15.0).kv(0.9)),
+        ("e2e = SLO/2", base.p95(2.5)),
+        ("TTFT = SLO/2", base.ttft(1.0)),
+        ("ITL = SLO/2", base.itl(0.25)),
+        ("KV = warning", base.kv(0.8)),
+        ("GPU memory = 95 %", base.gpu_mem(0.95)),
+    ] {
+        let d = at(load);
+        assert_eq!(
+            (d.desired_replicas, d.reason),
+            (3, Reason::Hold),
+            "{what}: {}",
+            d.explanation
+        );
+    }
+    // Just past each: the trigger fires, or calm holds.
+    for (what, load, reason) in [
+        ("e2e > SLO", base.p95(5.01), Reason::E2eLatencySlo),
+        ("TTFT > SLO", base.ttft(2.01), Reason::TtftSlo),
+        ("ITL > SLO", base.itl(0.51), Reason::ItlSlo),
+        ("KV > critical", base.kv(0.951), Reason::KvCacheCritical),
+        (
+            "preemptions > threshold",
+            base.preempt(15.1),
+            Reason::PreemptionRate,
+        ),
+        (
+            "calm",
+            base.p95(2.49).ttft(0.99).itl(0.24).kv(0.79).gpu_mem(0.94),
+            Reason::ScaleInCalm,
+        ),
+    ] {
+        let d = at(load);
+        assert_eq!(d.reason, reason, "{what}: {}", d.explanation);
+    }
+}
+
 #[test]
 fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
     // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
