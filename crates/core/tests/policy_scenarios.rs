@@ -1098,6 +1098,35 @@ fn thresholds_at_exactly_their_value() {
     }
 }
 
+/// The scale-in rate limit counts the pods each step removed: a step cut short by min uses
+/// only what it removed (seen when min is then lowered on the same state).
+#[test]
+fn the_scale_in_rate_limit_counts_the_pods_each_step_removed() {
+    let with_min = |min: u32| {
+        policy_with(move |c| {
+            c.min_replicas = min;
+            c.scale_down_pods = 2;
+            c.scale_down_stabilization = Duration::ZERO;
+            c.hpa_tolerance = 0.0;
+        })
+    };
+    let mut st = PolicyState::with_previous_target(3);
+    let d = with_min(2).decide(secs(0), &Load::idle(3).signals(secs(0)), &mut st);
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (2, Reason::ScaleInCalm),
+        "{}",
+        d.explanation
+    );
+    let d = with_min(1).decide(secs(10), &Load::idle(2).signals(secs(10)), &mut st);
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (1, Reason::ScaleInCalm),
+        "{}",
+        d.explanation
+    );
+}
+
 #[test]
 fn full_cycle_ramp_plateau_then_idle_returns_to_min() {
     // Pods become ready 90 s after being asked for and leave at once; each ready pod serves 20
