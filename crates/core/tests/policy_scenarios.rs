@@ -959,15 +959,16 @@ fn a_widened_step_that_fits_the_remaining_budget_exactly_is_taken() {
 /// The queue rule fires above N per ready replica, not at N; N = 0 turns the rule off.
 #[test]
 fn the_queue_rule_fires_strictly_above_n_and_not_at_all_with_n_zero() {
-    let p = policy_with(|c| c.scale_up_stabilization = Duration::ZERO);
+    // At N, with the 30 s stabilization (a breach would answer HoldStabilizing): no breach.
     let at_n = Load::idle(2).queue(50.0);
-    let d = p.decide(secs(0), &at_n.signals(secs(0)), &mut PolicyState::default());
+    let d = policy().decide(secs(0), &at_n.signals(secs(0)), &mut PolicyState::default());
     assert_eq!(
         (d.desired_replicas, d.reason),
         (2, Reason::Hold),
         "{}",
         d.explanation
     );
+    let p = policy_with(|c| c.scale_up_stabilization = Duration::ZERO);
     let above = Load::idle(2).queue(51.0);
     let d = p.decide(
         secs(0),
