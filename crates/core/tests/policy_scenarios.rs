@@ -658,9 +658,17 @@ fn activity_is_any_waiting_running_or_finished_request() {
 fn garbage_signals_never_panic_or_print_nan() {
     let p = policy_with(|c| c.scale_up_stabilization = Duration::ZERO);
     let mut st = PolicyState::default();
-    for (i, x) in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 1e300]
-        .into_iter()
-        .enumerate()
+    // Non-finite and negative values are absent (or zero for counts): the level stays at the 2
+    // ready replicas. 1e300 is a real, huge queue: one rate-limited step, 2 -> 2 + scaleUpPods.
+    for (i, (x, expected)) in [
+        (f64::NAN, 2),
+        (f64::INFINITY, 2),
+        (f64::NEG_INFINITY, 2),
+        (-1.0, 2),
+        (1e300, 4),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let load = Load {
             ready: 2,
@@ -676,7 +684,7 @@ fn garbage_signals_never_panic_or_print_nan() {
             gpu_memory_max: Some(x),
         };
         let d = p.decide(secs(i as u64), &load.signals(secs(i as u64)), &mut st);
-        assert!((1..=5).contains(&d.target_replicas), "{d:?}");
+        assert_eq!(d.target_replicas, expected, "{x}: {d:?}");
         assert!(
             !d.explanation.contains("NaN") && !d.explanation.contains("inf"),
             "{d:?}"
@@ -695,6 +703,429 @@ fn reason_codes_are_snake_case_and_match_serde() {
                 .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
         );
     }
+}
+
+#[test]
+fn modes_and_durations_serialize_as_documented() {
+    for (mode, text) in [(Mode::Active, "active"), (Mode::Advisory, "advisory")] {
+        assert_eq!(mode.as_str(), text);
+        assert_eq!(serde_json::to_string(&mode).unwrap(), format!("\"{text}\""));
+    }
+    // Durations are seconds (the explain page and `/debug` show the config as JSON).
+    let json = serde_json::to_value(PolicyConfig::default()).unwrap();
+    assert_eq!(json["scale_up_period"], 60.0);
+    assert_eq!(json["scale_down_stabilization"], 300.0);
+    assert_eq!(json["kv_cache_critical_for"], 30.0);
+    assert_eq!(json["mode"], "active");
+}
+
+#[test]
+fn reasons_display_as_their_codes() {
+    for r in Reason::ALL {
+        assert_eq!(r.to_string(), r.as_str());
+    }
+}
+
+/// What the state reports (the service's `/debug` page and restart hand-over read it) is
+/// what the decisions did: the level, and when the breach and calm clocks started.
+#[test]
+fn the_state_reports_its_level_and_clocks() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = secs(10);
+        c.scale_down_stabilization = secs(20);
+    });
+    let mut st = PolicyState::default();
+    assert_eq!(st.level(), None);
+    let calm = Load::idle(3);
+    let d = p.decide(secs(100), &calm.signals(secs(100)), &mut st);
+    assert_eq!(st.level(), Some(d.desired_replicas));
+    assert_eq!(st.level(), Some(3));
+    assert_eq!(st.calm_since(), Some(secs(100)));
+    assert_eq!(st.breach_since(), None);
+    assert!(!st.calm_period_seen());
+    p.decide(secs(119), &calm.signals(secs(119)), &mut st);
+    assert!(!st.calm_period_seen());
+    p.decide(secs(120), &calm.signals(secs(120)), &mut st);
+    assert!(st.calm_period_seen(), "calm held for the full 20 s");
+    assert_eq!(st.calm_since(), Some(secs(100)));
+
+    // A breach starts its clock and ends the calm one.
+    let hot = Load::idle(3).queue(1000.0);
+    p.decide(secs(130), &hot.signals(secs(130)), &mut st);
+    assert_eq!(st.breach_since(), Some(secs(130)));
+    assert_eq!(st.calm_since(), None);
+    p.decide(secs(135), &hot.signals(secs(135)), &mut st);
+    assert_eq!(st.breach_since(), Some(secs(130)));
+    let d = p.decide(secs(140), &hot.signals(secs(140)), &mut st);
+    assert_eq!(d.reason, Reason::QueueDepth);
+    assert_eq!(st.level(), Some(d.desired_replicas));
+    assert_eq!(st.level(), Some(5));
+}
+
+/// The start-up grace of a lost pod starts when the pod is lost, not when the level was last
+/// set: a long-running fleet that loses one of its replicas during a breach waits for it.
+#[test]
+fn a_replica_lost_after_a_long_steady_run_gets_a_fresh_start_up_grace() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.startup_grace = secs(600);
+    });
+    let mut st = PolicyState::default();
+    // 700 s at 3 ready replicas, busy but in bounds (queue 10 of 25 per replica).
+    for t in (0..700).step_by(10) {
+        let d = p.decide(
+            secs(t),
+            &Load::idle(3).queue(10.0).signals(secs(t)),
+            &mut st,
+        );
+        assert_eq!((d.desired_replicas, d.reason), (3, Reason::Hold), "t={t}");
+    }
+    // One replica is gone and latency breaches: the missing one is on its way (restarting).
+    let d = p.decide(
+        secs(700),
+        &Load::idle(2).queue(10.0).p95(6.0).signals(secs(700)),
+        &mut st,
+    );
+    assert_eq!(d.reason, Reason::HoldStartingUp, "{}", d.explanation);
+    assert_eq!(d.desired_replicas, 3);
+    assert!(
+        d.explanation.contains("0 s of 600 s grace"),
+        "{}",
+        d.explanation
+    );
+}
+
+/// The grace ends exactly `startupGraceSeconds` after the replicas were asked for: then a
+/// guardrail may step again.
+#[test]
+fn the_start_up_grace_ends_at_exactly_its_length() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.startup_grace = secs(60);
+    });
+    let mut st = PolicyState::default();
+    p.decide(
+        secs(0),
+        &Load::idle(3).queue(10.0).signals(secs(0)),
+        &mut st,
+    );
+    let hot = Load::idle(2).queue(10.0).p95(6.0);
+    for t in [10, 40, 69] {
+        let d = p.decide(secs(t), &hot.signals(secs(t)), &mut st);
+        assert_eq!(d.reason, Reason::HoldStartingUp, "t={t}: {}", d.explanation);
+    }
+    let d = p.decide(secs(70), &hot.signals(secs(70)), &mut st);
+    assert_eq!(d.reason, Reason::E2eLatencySlo, "{}", d.explanation);
+    assert_eq!(d.desired_replicas, 5);
+}
+
+/// Guardrails asking for the same step: the first in rule order (e2e, TTFT, ITL, KV,
+/// preemptions) is the reason.
+#[test]
+fn tied_guardrails_report_the_first_in_rule_order() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.ttft_slo_seconds = Some(2.0);
+        c.itl_slo_seconds = Some(0.07);
+    });
+    let cases = [
+        (
+            Load::idle(2).p95(6.0).ttft(3.0).itl(0.1),
+            Reason::E2eLatencySlo,
+        ),
+        (Load::idle(2).ttft(3.0).itl(0.1), Reason::TtftSlo),
+        (Load::idle(2).itl(0.1).preempt(100.0), Reason::ItlSlo),
+    ];
+    for (load, reason) in cases {
+        let d = p.decide(secs(0), &load.signals(secs(0)), &mut PolicyState::default());
+        assert_eq!(d.reason, reason, "{}", d.explanation);
+        assert_eq!(d.desired_replicas, 4, "{}", d.explanation);
+    }
+}
+
+/// Queue demand at or below the replicas already asked for: within the grace the missing
+/// ones are on their way; after it, still no more are asked for (the demand is met by the
+/// level), and the explanation says so with the numbers.
+#[test]
+fn demand_at_or_below_the_asked_replicas_holds_after_the_grace_too() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.startup_grace = secs(60);
+        c.max_replicas = 10;
+    });
+    let mut st = PolicyState::with_previous_target(4);
+    // 60 waiting over 2 ready = 30 per replica > 25: demand 3 <= the 4 asked for.
+    let load = Load::idle(2).queue(60.0);
+    let d = p.decide(secs(0), &load.signals(secs(0)), &mut st);
+    assert_eq!(d.reason, Reason::HoldStartingUp, "{}", d.explanation);
+    let d = p.decide(secs(60), &load.signals(secs(60)), &mut st);
+    assert_eq!(d.reason, Reason::Hold, "{}", d.explanation);
+    assert_eq!(d.desired_replicas, 4);
+    assert!(
+        d.explanation
+            .ends_with("demand 3 <= 4 asked (2 not ready after the 60 s grace); holding at 4"),
+        "{}",
+        d.explanation
+    );
+}
+
+/// A step inside the HPA's tolerance must be widened, but the wider step exceeds what is left
+/// of this period's budget: it waits for a fresh period (no partial step the HPA ignores).
+#[test]
+fn a_widened_step_beyond_the_remaining_budget_waits_for_a_fresh_period() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.scale_up_pods = 4;
+        c.hpa_tolerance = 0.5;
+        c.max_replicas = 10;
+    });
+    let mut st = PolicyState::default();
+    // 100 waiting over 2: demand 4, 4/2 = 2 clears the band: +2 of the 4 this period.
+    let d = p.decide(
+        secs(0),
+        &Load::idle(2).queue(100.0).signals(secs(0)),
+        &mut st,
+    );
+    assert_eq!((d.desired_replicas, d.reason), (4, Reason::QueueDepth));
+    // 125 over 4: demand 5, but 5/4 is inside the band; the HPA acts from 7 (+3 > the 2 left).
+    let d = p.decide(
+        secs(10),
+        &Load::idle(4).queue(125.0).signals(secs(10)),
+        &mut st,
+    );
+    assert_eq!(d.reason, Reason::HoldRateLimited, "{}", d.explanation);
+    assert_eq!(d.desired_replicas, 4);
+    assert!(
+        d.explanation.contains(
+            "4 -> 5 is inside the HPA tolerance (|5/4 - 1| = 0.25 <= tolerance 0.5) and the +3 it needs waits for a fresh 60 s period (at most +4 per 60 s); holding at 4"
+        ),
+        "{}",
+        d.explanation
+    );
+    // A fresh period: the whole widened step at once.
+    let d = p.decide(
+        secs(60),
+        &Load::idle(4).queue(125.0).signals(secs(60)),
+        &mut st,
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (7, Reason::QueueDepth),
+        "{}",
+        d.explanation
+    );
+    assert!(
+        d.explanation.contains("widened from 5"),
+        "{}",
+        d.explanation
+    );
+}
+
+/// The widened step that fits exactly in what is left of the budget is taken at once.
+#[test]
+fn a_widened_step_that_fits_the_remaining_budget_exactly_is_taken() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.scale_up_pods = 4;
+        c.hpa_tolerance = 0.3;
+        c.max_replicas = 10;
+    });
+    let mut st = PolicyState::default();
+    let d = p.decide(
+        secs(0),
+        &Load::idle(2).queue(100.0).signals(secs(0)),
+        &mut st,
+    );
+    assert_eq!((d.desired_replicas, d.reason), (4, Reason::QueueDepth));
+    // Demand 5: 5/4 = 1.25 is inside the band; 6 clears it and +2 is exactly what is left.
+    let d = p.decide(
+        secs(10),
+        &Load::idle(4).queue(125.0).signals(secs(10)),
+        &mut st,
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (6, Reason::QueueDepth),
+        "{}",
+        d.explanation
+    );
+    assert!(
+        d.explanation.contains("widened from 5"),
+        "{}",
+        d.explanation
+    );
+}
+
+/// The queue rule fires above N per ready replica, not at N; N = 0 turns the rule off.
+#[test]
+fn the_queue_rule_fires_strictly_above_n_and_not_at_all_with_n_zero() {
+    // At N, with the 30 s stabilization (a breach would answer HoldStabilizing): no breach.
+    let at_n = Load::idle(2).queue(50.0);
+    let d = policy().decide(secs(0), &at_n.signals(secs(0)), &mut PolicyState::default());
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (2, Reason::Hold),
+        "{}",
+        d.explanation
+    );
+    let p = policy_with(|c| c.scale_up_stabilization = Duration::ZERO);
+    let above = Load::idle(2).queue(51.0);
+    let d = p.decide(
+        secs(0),
+        &above.signals(secs(0)),
+        &mut PolicyState::default(),
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (3, Reason::QueueDepth),
+        "{}",
+        d.explanation
+    );
+    let off = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.queue_depth_per_replica = 0.0;
+    });
+    let d = off.decide(
+        secs(0),
+        &above.signals(secs(0)),
+        &mut PolicyState::default(),
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (2, Reason::Hold),
+        "{}",
+        d.explanation
+    );
+}
+
+/// The rate limit counts the pods each step added: after +1, one more fits in the period.
+#[test]
+fn the_rate_limit_counts_the_pods_each_step_added() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.hpa_tolerance = 0.0;
+        c.max_replicas = 10;
+    });
+    let mut st = PolicyState::default();
+    // 60 over 2: demand 3 (+1).
+    let d = p.decide(
+        secs(0),
+        &Load::idle(2).queue(60.0).signals(secs(0)),
+        &mut st,
+    );
+    assert_eq!((d.desired_replicas, d.reason), (3, Reason::QueueDepth));
+    // 90 over 3: demand 4 (+1 more: 2 of the 2 per period).
+    let d = p.decide(
+        secs(10),
+        &Load::idle(3).queue(90.0).signals(secs(10)),
+        &mut st,
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (4, Reason::QueueDepth),
+        "{}",
+        d.explanation
+    );
+    // 120 over 4: demand 5, but the period's budget is spent.
+    let d = p.decide(
+        secs(20),
+        &Load::idle(4).queue(120.0).signals(secs(20)),
+        &mut st,
+    );
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (4, Reason::HoldRateLimited),
+        "{}",
+        d.explanation
+    );
+}
+
+/// Every threshold at exactly its value: a trigger needs more than it (P95 = SLO, KV =
+/// critical, preemptions = threshold do not scale out), and calm needs less than it (P95 =
+/// SLO/2, KV = warning, GPU memory = 95 % are not calm).
+#[test]
+fn thresholds_at_exactly_their_value() {
+    let p = policy_with(|c| {
+        c.scale_up_stabilization = Duration::ZERO;
+        c.scale_down_stabilization = Duration::ZERO;
+        c.ttft_slo_seconds = Some(2.0);
+        c.itl_slo_seconds = Some(0.5);
+        c.kv_cache_critical_for = Duration::ZERO;
+    });
+    let at = |load: Load| {
+        let mut st = PolicyState::with_previous_target(3);
+        p.decide(secs(0), &load.signals(secs(0)), &mut st)
+    };
+    let base = Load::idle(3).running(1.0);
+    for (what, load) in [
+        ("e2e = SLO", base.p95(5.0)),
+        ("TTFT = SLO", base.ttft(2.0)),
+        ("ITL = SLO", base.itl(0.5)),
+        ("KV = critical", base.kv(0.95)),
+        ("preemptions = threshold", base.preempt(15.0).kv(0.9)),
+        ("e2e = SLO/2", base.p95(2.5)),
+        ("TTFT = SLO/2", base.ttft(1.0)),
+        ("ITL = SLO/2", base.itl(0.25)),
+        ("KV = warning", base.kv(0.8)),
+        ("GPU memory = 95 %", base.gpu_mem(0.95)),
+    ] {
+        let d = at(load);
+        assert_eq!(
+            (d.desired_replicas, d.reason),
+            (3, Reason::Hold),
+            "{what}: {}",
+            d.explanation
+        );
+    }
+    // Just past each: the trigger fires, or calm holds.
+    for (what, load, reason) in [
+        ("e2e > SLO", base.p95(5.01), Reason::E2eLatencySlo),
+        ("TTFT > SLO", base.ttft(2.01), Reason::TtftSlo),
+        ("ITL > SLO", base.itl(0.51), Reason::ItlSlo),
+        ("KV > critical", base.kv(0.951), Reason::KvCacheCritical),
+        (
+            "preemptions > threshold",
+            base.preempt(15.1),
+            Reason::PreemptionRate,
+        ),
+        (
+            "calm",
+            base.p95(2.49).ttft(0.99).itl(0.24).kv(0.79).gpu_mem(0.94),
+            Reason::ScaleInCalm,
+        ),
+    ] {
+        let d = at(load);
+        assert_eq!(d.reason, reason, "{what}: {}", d.explanation);
+    }
+}
+
+/// The scale-in rate limit counts the pods each step removed: a step cut short by min uses
+/// only what it removed (seen when min is then lowered on the same state).
+#[test]
+fn the_scale_in_rate_limit_counts_the_pods_each_step_removed() {
+    let with_min = |min: u32| {
+        policy_with(move |c| {
+            c.min_replicas = min;
+            c.scale_down_pods = 2;
+            c.scale_down_stabilization = Duration::ZERO;
+            c.hpa_tolerance = 0.0;
+        })
+    };
+    let mut st = PolicyState::with_previous_target(3);
+    let d = with_min(2).decide(secs(0), &Load::idle(3).signals(secs(0)), &mut st);
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (2, Reason::ScaleInCalm),
+        "{}",
+        d.explanation
+    );
+    let d = with_min(1).decide(secs(10), &Load::idle(2).signals(secs(10)), &mut st);
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (1, Reason::ScaleInCalm),
+        "{}",
+        d.explanation
+    );
 }
 
 #[test]

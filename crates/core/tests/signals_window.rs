@@ -27,6 +27,10 @@ struct Pod {
     created: f64,
     /// Also write the old ITL name with identical data (vLLM 0.11 does).
     itl_twin: bool,
+    /// `vllm:iteration_tokens_total` (steps, tokens), when written.
+    iteration: Option<(f64, f64)>,
+    /// A third finished reason, `abort`, when written (sorts before the others).
+    abort: Option<f64>,
 }
 
 impl Pod {
@@ -45,6 +49,8 @@ impl Pod {
             start_time: 1.7e9,
             created: 1.7e9 + 5.0,
             itl_twin: false,
+            iteration: None,
+            abort: None,
         }
     }
 
@@ -88,7 +94,18 @@ impl Pod {
                 self.created
             )
             .unwrap();
-            for (reason, v) in [("stop", self.stop), ("length", self.length)] {
+            if let Some((steps, tokens)) = self.iteration {
+                let name = "vllm:iteration_tokens_total";
+                writeln!(out, "{name}_bucket{{{l},le=\"1.0\"}} 0").unwrap();
+                writeln!(out, "{name}_bucket{{{l},le=\"+Inf\"}} {steps}").unwrap();
+                writeln!(out, "{name}_count{{{l}}} {steps}").unwrap();
+                writeln!(out, "{name}_sum{{{l}}} {tokens}").unwrap();
+            }
+            let abort = self.abort.map(|v| ("abort", v));
+            for (reason, v) in abort
+                .into_iter()
+                .chain([("stop", self.stop), ("length", self.length)])
+            {
                 writeln!(
                     out,
                     "vllm:request_success_total{{{l},finished_reason=\"{reason}\"}} {v}"
@@ -409,6 +426,50 @@ fn a_scrape_gap_longer_than_the_window_gives_no_stale_delta() {
     );
 }
 
+#[test]
+fn a_baseline_exactly_two_windows_old_still_counts_and_one_second_more_does_not() {
+    // The 60 s latency window: a previous sample up to 120 s old is a usable baseline (the
+    // bound is inclusive); older is a gap, and the delta would average over it.
+    for (gap, expected) in [(120, Some(12.0 / 120.0)), (121, None)] {
+        let mut w = window();
+        let mut pod = Pod::new();
+        w.record(secs(0), "a", Some(pod.snapshot()));
+        pod.finish(&[12.0, 0.0, 0.0, 0.0]);
+        w.record(secs(gap), "a", Some(pod.snapshot()));
+        let f = w.compute(secs(gap)).fleet;
+        assert_eq!(f.requests_per_second, expected, "gap {gap} s");
+    }
+}
+
+#[test]
+fn a_reason_that_vanishes_then_returns_lower_gives_no_negative_rate() {
+    // A restart with no marker (vLLM V0) whose first scrape after it has no `stop` series
+    // yet (labels appear on first use): no consecutive pair shows the drop, so the window's
+    // own delta must refuse the decrease rather than report a negative rate.
+    let mut w = window();
+    let mut pod = Pod::new();
+    w.record(secs(0), "a", Some(pod.snapshot()));
+    let without_stop: String = pod
+        .body()
+        .lines()
+        .filter(|l| !l.contains("finished_reason=\"stop\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let parsed = exposition::parse(&without_stop).unwrap();
+    w.record(
+        secs(10),
+        "a",
+        Some(PodSnapshot::from_exposition(&parsed, None).unwrap()),
+    );
+    pod.stop = 5.0;
+    w.record(secs(20), "a", Some(pod.snapshot()));
+    let f = w.compute(secs(20)).fleet;
+    assert_eq!(f.finished_per_second_by_reason.get("stop"), None);
+    assert_eq!(f.finished_per_second_by_reason.get("length"), Some(&0.0));
+    assert_eq!(f.requests_per_second, Some(0.0));
+    assert_eq!(f.requests_finished_in_window, 0.0);
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
@@ -456,4 +517,44 @@ proptest::proptest! {
             }
         }
     }
+}
+
+#[test]
+fn batch_size_per_pod_and_fleet_and_a_reason_first_seen_mid_window() {
+    let mut w = window();
+    let mut pod = Pod::new();
+    pod.iteration = Some((100.0, 1600.0));
+    w.record(secs(0), "a", Some(pod.snapshot()));
+    w.record(secs(0), "idle", Some(Pod::new().snapshot()));
+    let mut still = Pod::new();
+    still.iteration = Some((100.0, 1600.0));
+    w.record(secs(0), "still", Some(still.snapshot()));
+    // 10 requests finish; 50 engine steps of 1,000 tokens in all: 20 tokens per step. A
+    // reason not seen before (`abort`, first in sort order) has no baseline: no rate, and
+    // it must not hide the reasons that have one.
+    pod.finish(&[10.0, 0.0, 0.0, 0.0]);
+    pod.iteration = Some((150.0, 2600.0));
+    pod.abort = Some(4.0);
+    w.record(secs(20), "a", Some(pod.snapshot()));
+    w.record(secs(20), "idle", Some(Pod::new().snapshot()));
+    w.record(secs(20), "still", Some(still.snapshot()));
+    let s = w.compute(secs(20));
+    let a = &s.pods.iter().find(|p| p.pod == "a").unwrap().signals;
+    assert_eq!(a.batch_tokens_per_step, Some(20.0));
+    assert_eq!(a.finished_per_second_by_reason.get("stop"), Some(&0.5));
+    assert_eq!(a.finished_per_second_by_reason.get("length"), Some(&0.0));
+    assert_eq!(a.finished_per_second_by_reason.get("abort"), None);
+    assert_eq!(a.requests_per_second, Some(0.5));
+    // A pod without the histogram has no batch size (not 0/0).
+    let idle = &s.pods.iter().find(|p| p.pod == "idle").unwrap().signals;
+    assert_eq!(idle.batch_tokens_per_step, None);
+    assert_eq!(idle.requests_per_second, Some(0.0));
+    // Nor does one whose engine took no step in the window (0 tokens over 0 steps).
+    let still = &s.pods.iter().find(|p| p.pod == "still").unwrap().signals;
+    assert_eq!(still.batch_tokens_per_step, None);
+    assert_eq!(s.fleet.batch_tokens_per_step, Some(20.0));
+    assert_eq!(
+        s.fleet.finished_per_second_by_reason.get("stop"),
+        Some(&0.5)
+    );
 }

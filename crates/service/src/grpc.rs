@@ -251,7 +251,10 @@ impl ExternalScaler for ScalerService {
 }
 
 /// Feeds one `StreamIsActive` stream: the current state at once (after the first cycle), then
-/// every change, and `true` every `heartbeat` while active. Keeps the loop marked as asked.
+/// every change, and `true` every `heartbeat` while the answer is available and active.
+/// While the view is unavailable the stream is silent (KEDA keeps its last state; `GetMetrics`
+/// answers the error). Keeps the loop running while open; ends when the loop stops (its
+/// metadata was replaced, or shutdown).
 async fn push_activity(
     so: Arc<ScaledObject>,
     tx: mpsc::Sender<Result<IsActiveResponse, Status>>,
@@ -286,8 +289,13 @@ async fn push_activity(
                 }
             }
             _ = ticker.tick() => {
-                so.touch();
-                if last == Some(true)
+                so.touch_stream();
+                let active_now = rx
+                    .borrow()
+                    .answer(Instant::now(), so.stale_after())
+                    .is_ok_and(|d| d.active);
+                if active_now
+                    && last == Some(true)
                     && tx.send(Ok(IsActiveResponse { result: true })).await.is_err()
                 {
                     return;

@@ -7,14 +7,17 @@
 //! own: the RPCs or the listener's address.
 //!
 //! Certificates rotate without a restart: cert-manager and Kubernetes update a mounted Secret
-//! in place, so before each new connection (at most once a second) the files' modification
-//! times and sizes are compared with those last loaded; on a change the whole configuration is
-//! rebuilt and checked, and swapped in only if it is valid. A bad or half-written set keeps
+//! in place (the kubelet writes a new timestamped directory and swaps the `..data` symlink to
+//! it), so before each new connection (at most once a second) the files' contents, read
+//! through any symlinks, are compared with those last loaded. Contents, not modification times
+//! and sizes: a same-size rewrite within one timestamp tick, or a swap to files that carry an
+//! older time, changes neither. On a change the whole configuration is rebuilt and checked,
+//! and swapped in only if it is valid. A bad or half-written set keeps
 //! the previous configuration and logs why. Connections already open keep their session.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -159,18 +162,15 @@ pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
     Ok(Arc::new(config))
 }
 
-/// What identifies a version of the files: each one's modification time and size.
-type Stamp = Vec<Option<(SystemTime, u64)>>;
+/// What identifies a version of the files: each one's contents (`None` when unreadable).
+/// PEM files are a few kilobytes, read at most once a second.
+type Stamp = Vec<Option<Vec<u8>>>;
 
 fn stamp(files: &TlsFiles) -> Stamp {
     std::iter::once(&files.cert)
         .chain(std::iter::once(&files.key))
         .chain(files.client_ca.iter())
-        .map(|path| {
-            std::fs::metadata(path)
-                .ok()
-                .and_then(|m| Some((m.modified().ok()?, m.len())))
-        })
+        .map(|path| std::fs::read(path).ok())
         .collect()
 }
 
@@ -396,6 +396,106 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("--tls-client-ca-file"), "{error}");
+    }
+
+    /// A self-signed pair whose PEM texts are exactly `cert_len` and `key_len` bytes long
+    /// (ECDSA signatures vary by a byte or two, so a few draws find one).
+    fn same_size_pair(cert_len: usize, key_len: usize) -> (String, String) {
+        for _ in 0..1000 {
+            let c = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+            let (cert, key) = (c.cert.pem(), c.signing_key.serialize_pem());
+            if cert.len() == cert_len && key.len() == key_len {
+                return (cert, key);
+            }
+        }
+        panic!("no self-signed pair of {cert_len} + {key_len} bytes in 1000 draws");
+    }
+
+    /// Writes `content` to `path` and sets its modification time back to `mtime`.
+    fn rewrite_keeping_mtime(path: &Path, content: &str, mtime: std::time::SystemTime) {
+        std::fs::write(path, content).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_same_size_rewrite_within_one_timestamp_tick_is_reloaded() {
+        // Neither size nor modification time changes (a coarse-timestamp filesystem, or two
+        // writes within one tick): only the contents tell the new pair from the old one.
+        let pki = Pki::new();
+        let (cert, key) = pki.self_signed("server");
+        let reloading = ReloadingConfig::new(
+            TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: None,
+            },
+            Arc::new(Metrics::new()),
+        )
+        .unwrap();
+        let first = reloading.current();
+        let old_cert = std::fs::read_to_string(&cert).unwrap();
+        let old_key = std::fs::read_to_string(&key).unwrap();
+        let (new_cert, new_key) = same_size_pair(old_cert.len(), old_key.len());
+        assert_ne!(new_cert, old_cert);
+        let mtimes = [&cert, &key].map(|p| std::fs::metadata(p).unwrap().modified().unwrap());
+        rewrite_keeping_mtime(&cert, &new_cert, mtimes[0]);
+        rewrite_keeping_mtime(&key, &new_key, mtimes[1]);
+        for (path, mtime) in [(&cert, mtimes[0]), (&key, mtimes[1])] {
+            let m = std::fs::metadata(path).unwrap();
+            assert_eq!(m.modified().unwrap(), mtime, "the rewrite kept the time");
+        }
+        assert!(reloading.reload_now(), "the same-size rewrite was missed");
+        assert!(!Arc::ptr_eq(&first, &reloading.current()));
+        assert!(!reloading.reload_now(), "nothing changed since");
+    }
+
+    #[test]
+    fn a_kubernetes_secret_volume_symlink_swap_is_reloaded() {
+        // The kubelet's layout: tls.crt -> ..data/tls.crt, ..data -> ..<timestamp>/; an update
+        // writes a new timestamped directory and renames a new ..data link over the old one.
+        let pki = Pki::new();
+        let root = pki.dir.path();
+        let publish = |stamp: &str, prefix: &str| {
+            let dir = root.join(format!("..{stamp}"));
+            std::fs::create_dir(&dir).unwrap();
+            let c = rcgen::generate_simple_self_signed(vec![format!("{prefix}.local")]).unwrap();
+            std::fs::write(dir.join("tls.crt"), c.cert.pem()).unwrap();
+            std::fs::write(dir.join("tls.key"), c.signing_key.serialize_pem()).unwrap();
+            let tmp = root.join("..data_tmp");
+            std::os::unix::fs::symlink(format!("..{stamp}"), &tmp).unwrap();
+            std::fs::rename(&tmp, root.join("..data")).unwrap();
+            c.cert.pem()
+        };
+        let first_pem = publish("2026_12_02_00_00_00.1", "first");
+        for name in ["tls.crt", "tls.key"] {
+            std::os::unix::fs::symlink(format!("..data/{name}"), root.join(name)).unwrap();
+        }
+        let reloading = ReloadingConfig::new(
+            TlsFiles {
+                cert: root.join("tls.crt"),
+                key: root.join("tls.key"),
+                client_ca: None,
+            },
+            Arc::new(Metrics::new()),
+        )
+        .unwrap();
+        let first = reloading.current();
+        assert!(!reloading.reload_now());
+
+        let second_pem = publish("2026_12_02_00_05_00.2", "second");
+        std::fs::remove_dir_all(root.join("..2026_12_02_00_00_00.1")).unwrap();
+        assert_ne!(first_pem, second_pem);
+        assert_eq!(
+            std::fs::read_to_string(root.join("tls.crt")).unwrap(),
+            second_pem
+        );
+        assert!(reloading.reload_now(), "the swapped ..data link was missed");
+        assert!(!Arc::ptr_eq(&first, &reloading.current()));
     }
 
     #[tokio::test]

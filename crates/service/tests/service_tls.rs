@@ -229,6 +229,94 @@ async fn a_rotated_certificate_is_served_without_a_restart() {
     server.shutdown().await.unwrap();
 }
 
+/// A Secret volume laid out as the kubelet does: each key a symlink through `..data` to a
+/// timestamped directory; [`SecretVolume::publish`] writes a new directory and renames a new
+/// `..data` link over the old one (one atomic swap of every file), then removes the old one.
+struct SecretVolume {
+    dir: tempfile::TempDir,
+    current: Option<PathBuf>,
+    serial: u32,
+}
+
+impl SecretVolume {
+    fn new(files: &[(&str, &str)]) -> Self {
+        let mut volume = Self {
+            dir: tempfile::tempdir().unwrap(),
+            current: None,
+            serial: 0,
+        };
+        volume.publish(files);
+        for (name, _) in files {
+            std::os::unix::fs::symlink(format!("..data/{name}"), volume.path(name)).unwrap();
+        }
+        volume
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn publish(&mut self, files: &[(&str, &str)]) {
+        self.serial += 1;
+        let stamp = format!("..2026_12_02_00_00_{:02}.{}", self.serial, self.serial);
+        let dir = self.dir.path().join(&stamp);
+        std::fs::create_dir(&dir).unwrap();
+        for (name, content) in files {
+            write(&dir, name, content);
+        }
+        let tmp = self.path("..data_tmp");
+        std::os::unix::fs::symlink(&stamp, &tmp).unwrap();
+        std::fs::rename(&tmp, self.path("..data")).unwrap();
+        if let Some(old) = self.current.replace(dir) {
+            std::fs::remove_dir_all(old).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_secret_volume_swap_rotates_the_client_ca_without_a_restart() {
+    let old_ca = Ca::new("old CA");
+    let old_server = old_ca.server();
+    let mut volume = SecretVolume::new(&[
+        ("tls.crt", &old_server.cert),
+        ("tls.key", &old_server.key),
+        ("ca.crt", &old_ca.pem()),
+    ]);
+    let server = start(TlsFiles {
+        cert: volume.path("tls.crt"),
+        key: volume.path("tls.key"),
+        client_ca: Some(volume.path("ca.crt")),
+    })
+    .await;
+    let old_keda = old_ca.client();
+    let new_ca = Ca::new("new CA");
+    let new_keda = new_ca.client();
+    assert!(spec_works(&server, &old_ca.pem(), Some(&old_keda)).await);
+    assert!(!spec_works(&server, &old_ca.pem(), Some(&new_keda)).await);
+
+    // cert-manager rotates the CA: a new server certificate and client CA, one ..data swap.
+    let new_server = new_ca.server();
+    volume.publish(&[
+        ("tls.crt", &new_server.cert),
+        ("tls.key", &new_server.key),
+        ("ca.crt", &new_ca.pem()),
+    ]);
+
+    // The files are checked at most once a second, before a new connection; the deadline
+    // only ends a hung test (a loaded machine answers a handshake in well under a second).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !spec_works(&server, &new_ca.pem(), Some(&new_keda)).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the rotated client CA was not used within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The old CA's client is now refused, even trusting the new server certificate.
+    assert!(!spec_works(&server, &new_ca.pem(), Some(&old_keda)).await);
+    server.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn unusable_tls_files_stop_the_start_with_the_file_named() {
     let dir = tempfile::tempdir().unwrap();

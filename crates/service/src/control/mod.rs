@@ -224,6 +224,9 @@ pub struct ScaledObject {
     started_millis: u64,
     status: watch::Receiver<Arc<Status>>,
     last_asked_millis: AtomicU64,
+    /// When an open `StreamIsActive` last showed its client is there (keeps the loop from
+    /// the idle stop, but is no ask: see [`Deregister::superseded`]).
+    last_streamed_millis: AtomicU64,
     cancel: CancellationToken,
     origin: Instant,
     options: ControlOptions,
@@ -469,6 +472,7 @@ impl LoopRegistry {
             started_millis: self.inner.origin.elapsed().as_millis() as u64,
             status: rx,
             last_asked_millis: AtomicU64::new(0),
+            last_streamed_millis: AtomicU64::new(0),
             cancel: self.inner.shutdown.child_token(),
             origin: self.inner.origin,
             options: self.inner.options.clone(),
@@ -502,8 +506,14 @@ impl Deregister {
         let Some(inner) = self.0.upgrade() else {
             return false;
         };
+        // RPC asks only: a stream opened with the old metadata keeps its loop from the idle
+        // stop, not from being replaced (the stream then ends, and KEDA reconnects with the
+        // new metadata).
         let asked = so.last_asked_millis.load(Ordering::Relaxed);
-        if so.idle_for() < inner.options.superseded_stop.min(inner.options.idle_stop) {
+        let asked_ago = (so.origin.elapsed().as_millis() as u64).saturating_sub(asked);
+        if Duration::from_millis(asked_ago)
+            < inner.options.superseded_stop.min(inner.options.idle_stop)
+        {
             return false;
         }
         let loops = inner
@@ -540,10 +550,24 @@ impl ScaledObject {
         self.last_asked_millis.fetch_max(millis, Ordering::Relaxed);
     }
 
-    /// Time since an RPC last asked about this ScaledObject.
+    /// Marks an open `StreamIsActive` on this loop as alive now: keeps the loop running for a
+    /// client that only listens (never calls `GetMetrics`), but is not an ask, so a loop
+    /// whose metadata was replaced still stops.
+    pub fn touch_stream(&self) {
+        let millis = self.origin.elapsed().as_millis() as u64;
+        self.last_streamed_millis
+            .fetch_max(millis, Ordering::Relaxed);
+    }
+
+    /// Time since an RPC last asked about this ScaledObject, or an open stream on it was
+    /// last seen alive.
     pub fn idle_for(&self) -> Duration {
         let now = self.origin.elapsed().as_millis() as u64;
-        Duration::from_millis(now.saturating_sub(self.last_asked_millis.load(Ordering::Relaxed)))
+        let last = self
+            .last_asked_millis
+            .load(Ordering::Relaxed)
+            .max(self.last_streamed_millis.load(Ordering::Relaxed));
+        Duration::from_millis(now.saturating_sub(last))
     }
 
     /// The latest published state (never waits).
