@@ -6,7 +6,7 @@ mod policy_support;
 use std::time::Duration;
 
 use policy_support::{Load, changes, run, secs};
-use vllm_keda_core::policy::{Mode, Policy, PolicyConfig, PolicyState, Reason};
+use vllm_keda_core::policy::{Decision, Mode, Policy, PolicyConfig, PolicyState, Reason};
 
 /// The source guide's example: P95 end-to-end SLO 5 s, TTFT and ITL SLOs off (the scenarios
 /// below are written against it; the shipped defaults differ, see `docs/policy.md`).
@@ -17,6 +17,16 @@ fn guide_config() -> PolicyConfig {
         itl_slo_seconds: None,
         ..PolicyConfig::default()
     }
+}
+
+/// The decision's replicas and reason, with its explanation shown when they differ.
+fn expect(d: &Decision, replicas: u32, reason: Reason) {
+    assert_eq!(
+        (d.desired_replicas, d.reason),
+        (replicas, reason),
+        "{}",
+        d.explanation
+    );
 }
 
 fn policy() -> Policy {
@@ -908,12 +918,7 @@ fn a_widened_step_beyond_the_remaining_budget_waits_for_a_fresh_period() {
         &Load::idle(4).queue(125.0).signals(secs(60)),
         &mut st,
     );
-    assert_eq!(
-        (d.desired_replicas, d.reason),
-        (7, Reason::QueueDepth),
-        "{}",
-        d.explanation
-    );
+    expect(&d, 7, Reason::QueueDepth);
     assert!(
         d.explanation.contains("widened from 5"),
         "{}",
@@ -943,12 +948,7 @@ fn a_widened_step_that_fits_the_remaining_budget_exactly_is_taken() {
         &Load::idle(4).queue(125.0).signals(secs(10)),
         &mut st,
     );
-    assert_eq!(
-        (d.desired_replicas, d.reason),
-        (6, Reason::QueueDepth),
-        "{}",
-        d.explanation
-    );
+    expect(&d, 6, Reason::QueueDepth);
     assert!(
         d.explanation.contains("widened from 5"),
         "{}",
@@ -962,12 +962,7 @@ fn the_queue_rule_fires_strictly_above_n_and_not_at_all_with_n_zero() {
     // At N, with the 30 s stabilization (a breach would answer HoldStabilizing): no breach.
     let at_n = Load::idle(2).queue(50.0);
     let d = policy().decide(secs(0), &at_n.signals(secs(0)), &mut PolicyState::default());
-    assert_eq!(
-        (d.desired_replicas, d.reason),
-        (2, Reason::Hold),
-        "{}",
-        d.explanation
-    );
+    expect(&d, 2, Reason::Hold);
     let p = policy_with(|c| c.scale_up_stabilization = Duration::ZERO);
     let above = Load::idle(2).queue(51.0);
     let d = p.decide(
@@ -975,12 +970,7 @@ fn the_queue_rule_fires_strictly_above_n_and_not_at_all_with_n_zero() {
         &above.signals(secs(0)),
         &mut PolicyState::default(),
     );
-    assert_eq!(
-        (d.desired_replicas, d.reason),
-        (3, Reason::QueueDepth),
-        "{}",
-        d.explanation
-    );
+    expect(&d, 3, Reason::QueueDepth);
     let off = policy_with(|c| {
         c.scale_up_stabilization = Duration::ZERO;
         c.queue_depth_per_replica = 0.0;
@@ -990,12 +980,7 @@ fn the_queue_rule_fires_strictly_above_n_and_not_at_all_with_n_zero() {
         &above.signals(secs(0)),
         &mut PolicyState::default(),
     );
-    assert_eq!(
-        (d.desired_replicas, d.reason),
-        (2, Reason::Hold),
-        "{}",
-        d.explanation
-    );
+    expect(&d, 2, Reason::Hold);
 }
 
 /// The rate limit counts the pods each step added: after +1, one more fits in the period.
@@ -1020,24 +1005,14 @@ fn the_rate_limit_counts_the_pods_each_step_added() {
         &Load::idle(3).queue(90.0).signals(secs(10)),
         &mut st,
     );
-    assert_eq!(
-        (d.desired_replicas, d.reason),
-        (4, Reason::QueueDepth),
-        "{}",
-        d.explanation
-    );
+    expect(&d, 4, Reason::QueueDepth);
     // 120 over 4: demand 5, but the period's budget is spent.
     let d = p.decide(
         secs(20),
         &Load::idle(4).queue(120.0).signals(secs(20)),
         &mut st,
     );
-    assert_eq!(
-        (d.desired_replicas, d.reason),
-        (4, Reason::HoldRateLimited),
-        "{}",
-        d.explanation
-    );
+    expect(&d, 4, Reason::HoldRateLimited);
 }
 
 /// Every threshold at exactly its value: a trigger needs more than it (P95 = SLO, KV =
@@ -1113,19 +1088,9 @@ fn the_scale_in_rate_limit_counts_the_pods_each_step_removed() {
     };
     let mut st = PolicyState::with_previous_target(3);
     let d = with_min(2).decide(secs(0), &Load::idle(3).signals(secs(0)), &mut st);
-    assert_eq!(
-        (d.desired_replicas, d.reason),
-        (2, Reason::ScaleInCalm),
-        "{}",
-        d.explanation
-    );
+    expect(&d, 2, Reason::ScaleInCalm);
     let d = with_min(1).decide(secs(10), &Load::idle(2).signals(secs(10)), &mut st);
-    assert_eq!(
-        (d.desired_replicas, d.reason),
-        (1, Reason::ScaleInCalm),
-        "{}",
-        d.explanation
-    );
+    expect(&d, 1, Reason::ScaleInCalm);
 }
 
 #[test]
