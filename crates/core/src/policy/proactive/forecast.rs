@@ -184,6 +184,159 @@ impl PeakFloor {
     }
 }
 
+/// Minutes of demand a [`Recurrence`] keeps (four hours: two periods of up to two hours).
+const RECURRENCE_KEEP_MINUTES: u64 = 240;
+/// The shortest and longest period looked for, minutes.
+const MIN_PERIOD_MINUTES: usize = 10;
+const MAX_PERIOD_MINUTES: usize = 120;
+/// The correlation of the demand's changes with themselves one period earlier that makes a
+/// period, and how far above the correlation at half the period it must be (a smooth curve
+/// correlates with itself at every short lag; a repeating pattern does at its period only).
+const MIN_CORRELATION: f64 = 0.6;
+const MIN_CORRELATION_OVER_HALF: f64 = 0.3;
+/// Minutes over which a change is measured (a burst's edge spreads over the rate window).
+const CHANGE_LAG_MINUTES: usize = 2;
+
+/// Demand by minute over the last hours, and the period it repeats with when it does (batch
+/// jobs every half hour, on/off traffic): a burst that came one period ago is expected again.
+#[derive(Debug, Clone, Default)]
+pub struct Recurrence {
+    /// (minute index, sum of the demand estimates, their count), oldest first.
+    minutes: VecDeque<(u64, f64, u32)>,
+    /// The period found at the start of a minute: (minute index, period in minutes and its
+    /// correlation).
+    cached: Option<(u64, Option<(usize, f64)>)>,
+}
+
+/// A recurring pattern and what it expects next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recurring {
+    /// The period, minutes.
+    pub period_minutes: usize,
+    /// The correlation of the demand's changes with those one period earlier.
+    pub correlation: f64,
+    /// The highest minute of demand one period ago over the coming window, requests per second.
+    pub expected: f64,
+}
+
+impl Recurrence {
+    /// Records the demand estimated at `now`.
+    pub fn observe(&mut self, now: Duration, demand: f64) {
+        let demand = finite_or_zero(demand);
+        let minute = now.as_secs() / 60;
+        match self.minutes.back_mut() {
+            Some((m, sum, n)) if *m == minute => {
+                *sum += demand;
+                *n += 1;
+            }
+            _ => self.minutes.push_back((minute, demand, 1)),
+        }
+        while let Some(&(m, _, _)) = self.minutes.front() {
+            if m.saturating_add(RECURRENCE_KEEP_MINUTES) < minute {
+                self.minutes.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The mean demand of every complete minute, oldest first, a minute without samples
+    /// carrying the one before.
+    fn series(&self, now: Duration) -> Vec<f64> {
+        let current = now.as_secs() / 60;
+        let mut out: Vec<f64> = Vec::new();
+        let mut last: Option<(u64, f64)> = None;
+        for &(m, sum, n) in self.minutes.iter().filter(|x| x.0 < current) {
+            let mean = sum / f64::from(n.max(1));
+            if let Some((prev_m, prev)) = last {
+                for _ in prev_m + 1..m {
+                    out.push(prev);
+                }
+            }
+            out.push(mean);
+            last = Some((m, mean));
+        }
+        out
+    }
+
+    /// The period the demand repeats with, in minutes, and its correlation; `None` until two
+    /// periods have been seen, or when nothing repeats.
+    fn period(&mut self, now: Duration) -> Option<(usize, f64)> {
+        let minute = now.as_secs() / 60;
+        if let Some((at, found)) = self.cached
+            && at == minute
+        {
+            return found;
+        }
+        let x = self.series(now);
+        let found = find_period(&x);
+        self.cached = Some((minute, found));
+        found
+    }
+
+    /// The recurring pattern at `now`, if there is one: its period and the highest minute of
+    /// demand one period ago over the next `ahead` (the start-up horizon and some slack).
+    pub fn recurring(&mut self, now: Duration, ahead: Duration) -> Option<Recurring> {
+        let (period, correlation) = self.period(now)?;
+        let x = self.series(now);
+        let len = x.len();
+        // Minute `len` is the current one; one period ago is `len - period`.
+        let from = len.checked_sub(period)?;
+        let span = usize::try_from(ahead.as_secs().div_ceil(60)).unwrap_or(usize::MAX);
+        let to = from.saturating_add(span).min(len - 1);
+        let expected = x[from..=to].iter().copied().fold(0.0, f64::max);
+        Some(Recurring {
+            period_minutes: period,
+            correlation,
+            expected,
+        })
+    }
+}
+
+/// The lag in [`MIN_PERIOD_MINUTES`, [`MAX_PERIOD_MINUTES`]] at which the minute-to-minute
+/// changes of `x` correlate best with themselves, if that correlation is a period's.
+fn find_period(x: &[f64]) -> Option<(usize, f64)> {
+    if x.len() <= CHANGE_LAG_MINUTES {
+        return None;
+    }
+    let d: Vec<f64> = x
+        .windows(CHANGE_LAG_MINUTES + 1)
+        .map(|w| w[CHANGE_LAG_MINUTES] - w[0])
+        .collect();
+    let mut best: Option<(usize, f64)> = None;
+    for lag in MIN_PERIOD_MINUTES..=MAX_PERIOD_MINUTES.min(d.len() / 2) {
+        let r = correlation(&d[lag..], &d[..d.len() - lag]);
+        if best.is_none_or(|(_, b)| r > b) {
+            best = Some((lag, r));
+        }
+    }
+    let (lag, r) = best?;
+    let half = correlation(&d[lag / 2..], &d[..d.len() - lag / 2]);
+    (r >= MIN_CORRELATION && r - half >= MIN_CORRELATION_OVER_HALF).then_some((lag, r))
+}
+
+/// Pearson correlation of two equally long series (0 when either is flat).
+fn correlation(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    if n < 2 {
+        return 0.0;
+    }
+    let (a, b) = (&a[..n], &b[..n]);
+    let ma = a.iter().sum::<f64>() / n as f64;
+    let mb = b.iter().sum::<f64>() / n as f64;
+    let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
+    for (x, y) in a.iter().zip(b) {
+        sab += (x - ma) * (y - mb);
+        saa += (x - ma).powi(2);
+        sbb += (y - mb).powi(2);
+    }
+    if saa > 0.0 && sbb > 0.0 {
+        sab / (saa * sbb).sqrt()
+    } else {
+        0.0
+    }
+}
+
 fn finite_or_zero(x: f64) -> f64 {
     if x.is_finite() && x > 0.0 { x } else { 0.0 }
 }
@@ -255,6 +408,80 @@ mod tests {
         assert_eq!(p.peak(s(4000), Duration::ZERO), None);
         p.observe(s(4002), f64::NAN);
         assert_eq!(p.peak(s(4002), hour).map(|x| x.0), Some(6.0));
+    }
+
+    /// Feeds `rate(minute)` every 2 s for `minutes` minutes.
+    fn feed(r: &mut Recurrence, minutes: u64, rate: impl Fn(u64) -> f64) {
+        for t in (0..minutes * 60).step_by(2) {
+            r.observe(s(t), rate(t / 60));
+        }
+    }
+
+    fn bursts(minute: u64) -> f64 {
+        // 6 req/s with 8-minute bursts of 45 req/s every 45 minutes from minute 20.
+        if minute >= 20 && (minute - 20) % 45 < 8 {
+            45.0
+        } else {
+            6.0
+        }
+    }
+
+    #[test]
+    fn bursts_every_45_minutes_are_expected_a_start_up_ahead() {
+        let mut r = Recurrence::default();
+        // One burst seen: nothing repeats yet.
+        feed(&mut r, 70, bursts);
+        assert_eq!(r.recurring(s(70 * 60), s(420)), None);
+        // Two periods of history after the second burst: the period is found. At minute 105
+        // the next burst (minute 110) is within the next 7 minutes of one period ago.
+        let mut r = Recurrence::default();
+        feed(&mut r, 105, bursts);
+        let got = r.recurring(s(105 * 60), s(420)).expect("a period");
+        assert_eq!(got.period_minutes, 45);
+        assert!(got.correlation > 0.9, "{got:?}");
+        assert_eq!(got.expected, 45.0);
+        // Ten minutes earlier, the burst is beyond the window: the base rate is expected.
+        let mut r = Recurrence::default();
+        feed(&mut r, 95, bursts);
+        assert_eq!(
+            r.recurring(s(95 * 60), s(420)).map(|g| g.expected),
+            Some(6.0)
+        );
+    }
+
+    #[test]
+    fn on_off_traffic_has_its_period_and_smooth_curves_have_none() {
+        let mut r = Recurrence::default();
+        feed(&mut r, 130, |m| if (m / 15) % 2 == 0 { 8.0 } else { 1.0 });
+        assert_eq!(
+            r.recurring(s(130 * 60), s(300)).map(|g| g.period_minutes),
+            Some(30)
+        );
+        // A ramp, a slow wave and flat noise repeat nothing.
+        let mut r = Recurrence::default();
+        feed(&mut r, 240, |m| 4.0 + 0.2 * m as f64);
+        assert_eq!(r.recurring(s(240 * 60), s(300)), None);
+        let mut r = Recurrence::default();
+        feed(&mut r, 240, |m| {
+            22.0 - 18.0 * (2.0 * std::f64::consts::PI * m as f64 / 240.0).cos()
+        });
+        assert_eq!(r.recurring(s(240 * 60), s(300)), None);
+        let mut r = Recurrence::default();
+        let mut noise = crate::rng::SplitMix64::new(7);
+        let mut draws: Vec<f64> = (0..240).map(|_| 10.0 + noise.next_f64()).collect();
+        draws.push(10.0);
+        feed(&mut r, 240, |m| draws[m as usize]);
+        assert_eq!(r.recurring(s(240 * 60), s(300)), None);
+    }
+
+    #[test]
+    fn junk_demand_counts_as_none_and_a_gap_carries_the_minute_before() {
+        let mut r = Recurrence::default();
+        r.observe(s(0), 5.0);
+        r.observe(s(30), f64::NAN);
+        r.observe(s(180), -3.0);
+        r.observe(s(240), 1.0);
+        assert_eq!(r.series(s(241)), vec![2.5, 2.5, 2.5, 0.0]);
     }
 
     #[test]

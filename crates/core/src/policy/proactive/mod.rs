@@ -34,7 +34,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use self::capacity::{CapacityEstimate, Observation};
-use self::forecast::{DemandTracker, Forecast, PeakFloor};
+use self::forecast::{DemandTracker, Forecast, PeakFloor, Recurrence};
 use super::explain::{num, pct};
 use super::hpa::{hpa_would_act, smallest_acted_scale_up};
 use super::{Decision, Mode, Policy, PolicyConfig, PolicyState, Reason};
@@ -71,6 +71,9 @@ pub struct ProactiveConfig {
     pub backstop_always: bool,
     /// How much of the rising trend is extrapolated over the start-up horizon (0: none, 1: all).
     pub trend_weight: f64,
+    /// Whether a demand pattern that repeats (a period of 10 to 120 minutes, seen twice) is
+    /// expected again: capacity for what came one period ago is asked for a start-up ahead.
+    pub periodic: bool,
 }
 
 impl Default for ProactiveConfig {
@@ -83,6 +86,7 @@ impl Default for ProactiveConfig {
             drain_seconds: DEFAULT_DRAIN_SECONDS,
             backstop_always: DEFAULT_BACKSTOP_ALWAYS,
             trend_weight: DEFAULT_TREND_WEIGHT,
+            periodic: DEFAULT_PERIODIC,
         }
     }
 }
@@ -97,18 +101,23 @@ pub const DEFAULT_DRAIN_SECONDS: f64 = 60.0;
 pub const DEFAULT_BACKSTOP_ALWAYS: bool = true;
 /// The default weight of the trend over the horizon (chosen on the training scenarios).
 pub const DEFAULT_TREND_WEIGHT: f64 = 1.0;
+/// Whether repeating patterns are expected again by default (chosen on the training scenarios).
+pub const DEFAULT_PERIODIC: bool = true;
+/// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
+/// asked for a little early is ready even when its start-up runs long.
+const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 
 /// Reads the value of the `policy` key: `guide` (`None`), or `proactive` optionally followed by
 /// `;`- or space-separated settings `utilization=F` (0..1], `capacity=R` (requests per second
 /// per replica), `startup=S` (seconds), `peak=S` (the peak floor's window, seconds, 0 for
 /// none), `drain=S` (backlog drain time, seconds, 0 to size for demand only),
-/// `trend=W` (weight of the rising trend, 0..1) and `backstop=always|growing`.
+/// `trend=W` (weight of the rising trend, 0..1), `backstop=always|growing`, and `periodic=on|off`.
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1) and `; backstop=always|growing`";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing` and `; periodic=on|off`";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -123,6 +132,16 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     .split_once('=')
                     .ok_or_else(|| format!("{part:?} is not KEY=VALUE; {expected}"))?;
                 let (k, v) = (k.trim(), v.trim());
+                if k == "periodic" {
+                    c.periodic = match v {
+                        "on" => true,
+                        "off" => false,
+                        _ => {
+                            return Err(format!("periodic={v:?} is not `on` or `off`; {expected}"));
+                        }
+                    };
+                    continue;
+                }
                 if k == "backstop" {
                     c.backstop_always = match v {
                         "always" => true,
@@ -175,6 +194,8 @@ pub struct Proactive {
     demand: DemandTracker,
     /// The highest demand per minute over the peak floor's window.
     floor: PeakFloor,
+    /// Demand by minute, for a pattern that repeats.
+    recurrence: Recurrence,
     capacity: CapacityEstimate,
     /// The oldest unanswered ask: when the level rose, and to what.
     pending_ask: Option<(Duration, u32)>,
@@ -188,6 +209,8 @@ pub struct Proactive {
     below_since: Option<Duration>,
     /// The last scale-in.
     last_down: Option<Duration>,
+    /// Since when a P95 latency has stayed over its SLO.
+    breach_since: Option<Duration>,
 }
 
 impl Proactive {
@@ -198,12 +221,14 @@ impl Proactive {
             config,
             demand: DemandTracker::default(),
             floor: PeakFloor::default(),
+            recurrence: Recurrence::default(),
             pending_ask: None,
             startup_learned: None,
             needs: VecDeque::new(),
             ready_seen: VecDeque::new(),
             below_since: None,
             last_down: None,
+            breach_since: None,
         }
     }
 
@@ -262,13 +287,23 @@ impl Proactive {
         };
         let breached = over(f.ttft_seconds.p95, c.ttft_slo_seconds)
             || over(f.itl_seconds.p95, c.itl_slo_seconds);
+        // A breach says what a replica serves only once it has lasted the whole rate window:
+        // at a burst's onset the rate still counts the calm before it.
+        if breached {
+            self.breach_since.get_or_insert(now);
+        } else {
+            self.breach_since = None;
+        }
+        let sustained = self
+            .breach_since
+            .is_some_and(|since| since.saturating_add(STABLE_FOR) <= now);
         let half = |slo: Option<f64>| slo.map(|s| s / 2.0);
         let comfortable = !over(f.ttft_seconds.p95, half(c.ttft_slo_seconds))
             && !over(f.itl_seconds.p95, half(c.itl_slo_seconds));
         self.capacity.observe(Observation {
             per_replica: finished / f64::from(replicas.max(1)),
             within_slo: stable && !breached && queue <= f64::from(ready),
-            breached: stable && breached,
+            breached: stable && sustained,
             comfortable,
         });
         let Some(cap) = self.capacity.value() else {
@@ -300,7 +335,17 @@ impl Proactive {
                 Duration::from_secs_f64(self.config.peak_window_seconds),
             )
             .map(|(peak, age)| (peak, age, replicas_for(peak, per, c)));
-        let need = demand_need.max(floor.map_or(0, |f| f.2));
+        self.recurrence.observe(now, fc.now);
+        let recurring = if self.config.periodic {
+            self.recurrence
+                .recurring(now, horizon.saturating_add(PERIODIC_SLACK))
+                .map(|r| (r, replicas_for(r.expected, per, c)))
+        } else {
+            None
+        };
+        let need = demand_need
+            .max(floor.map_or(0, |f| f.2))
+            .max(recurring.map_or(0, |r| r.1));
         self.needs.push_back((now, need));
         prune(&mut self.needs, now, c.scale_down_stabilization);
         let window_need = self.needs.iter().map(|n| n.1).max().unwrap_or(need);
@@ -387,6 +432,15 @@ impl Proactive {
                 num(peak),
                 super::explain::dur(Duration::from_secs_f64(age)),
                 super::explain::dur(Duration::from_secs_f64(self.config.peak_window_seconds)),
+            ));
+        }
+        if let Some((r, periodic_need)) = recurring {
+            numbers.push_str(&format!(
+                "; repeats every {} min (correlation {}): {} req/s one period ago over the next {} -> {periodic_need} replicas",
+                r.period_minutes,
+                num(r.correlation),
+                num(r.expected),
+                super::explain::dur(horizon.saturating_add(PERIODIC_SLACK)),
             ));
         }
         if guide.reason.is_scale_out() && guide_level > prev && !reactive {

@@ -71,6 +71,19 @@ fn the_policy_value_is_read_with_its_settings() {
         }))
     );
     assert_eq!(
+        parse_policy("proactive; periodic=off"),
+        Ok(Some(ProactiveConfig {
+            periodic: false,
+            ..ProactiveConfig::default()
+        }))
+    );
+    assert!(
+        parse_policy("proactive; periodic=on")
+            .unwrap()
+            .unwrap()
+            .periodic
+    );
+    assert_eq!(
         parse_policy("proactive; peak=3600; drain=0; trend=0.5; backstop=growing"),
         Ok(Some(ProactiveConfig {
             peak_window_seconds: 3600.0,
@@ -93,6 +106,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; drain=x",
         "proactive; trend=2",
         "proactive; backstop=never",
+        "proactive; periodic=yes",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -436,4 +450,73 @@ fn a_growing_backstop_ignores_triggers_while_the_backlog_drains() {
     assert_eq!(growing.reason, Reason::QueueDepth);
     let always = run("proactive; capacity=100; startup=300", false);
     assert!(always.target_replicas > 2, "{always:?}");
+}
+
+#[test]
+fn a_breach_at_a_bursts_onset_does_not_lower_capacity_until_it_lasted_the_rate_window() {
+    // One replica at 10 req/s within the SLO for two minutes; then a burst breaks TTFT while
+    // the rate still counts the calm before it (10 req/s).
+    let mut r = Run::new("proactive; capacity=20; startup=300", 1);
+    for t in (0..=120).step_by(2) {
+        r.at(t, &fleet(1, 10.0, 20.0));
+    }
+    let mut onset = fleet(1, 10.0, 20.0);
+    onset.fleet.ttft_seconds.p95 = Some(5.0);
+    for t in (122..=170).step_by(2) {
+        r.at(t, &onset);
+    }
+    assert_eq!(r.proactive.capacity(), Some(20.0), "48 s of breach");
+    // A breach that lasted the whole rate window does say the replica serves less.
+    for t in (172..=240).step_by(2) {
+        r.at(t, &onset);
+    }
+    let c = r.proactive.capacity().unwrap();
+    assert!(c < 20.0, "{c}");
+}
+
+#[test]
+fn a_burst_that_repeats_is_asked_for_a_start_up_ahead_of_its_next_arrival() {
+    // 10 req/s per replica at the SLO (8 at 80 %); 6 req/s with 8-minute bursts of 40 req/s
+    // every 45 minutes from minute 20.
+    let burst = |t: u64| {
+        let m = t / 60;
+        m >= 20 && (m - 20) % 45 < 8
+    };
+    for (metadata, periodic) in [
+        ("proactive; capacity=10; startup=300", true),
+        ("proactive; capacity=10; startup=300; periodic=off", false),
+    ] {
+        let mut r = Run::new(metadata, 1);
+        let mut ready = 1usize;
+        let mut before_third = 0;
+        let mut explanation = String::new();
+        for t in (0..=110 * 60).step_by(2) {
+            let offered: f64 = if burst(t) { 40.0 } else { 6.0 };
+            // A replica serves 10 req/s within the SLO; beyond that TTFT breaks.
+            let served = offered.min(10.0 * ready as f64);
+            let mut s = fleet(ready, served, 20.0);
+            if served < offered {
+                s.fleet.ttft_seconds.p95 = Some(5.0);
+            }
+            let d = r.at(t, &s);
+            // Replicas arrive at once here: what matters is when they are asked for.
+            ready = d.target_replicas as usize;
+            if t == 109 * 60 {
+                before_third = d.target_replicas;
+                explanation = d.explanation.clone();
+            }
+        }
+        if periodic {
+            // Bursts at minutes 20 and 65: at minute 109 the third (minute 110) is expected.
+            assert_eq!(before_third, 5, "{explanation}");
+            assert!(
+                explanation.contains("repeats every 45 min")
+                    && explanation.contains("-> 5 replicas"),
+                "{explanation}"
+            );
+        } else {
+            assert_eq!(before_third, 1, "{explanation}");
+            assert!(!explanation.contains("repeats"), "{explanation}");
+        }
+    }
 }
