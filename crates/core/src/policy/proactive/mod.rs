@@ -303,7 +303,11 @@ impl Proactive {
         self.capacity.observe(Observation {
             per_replica: finished / f64::from(replicas.max(1)),
             within_slo: stable && !breached && queue <= f64::from(ready),
-            breached: stable && sustained,
+            // Latency over the SLO while the in-flight requests shrink and no queue is left
+            // is the aftermath of a backlog, not a replica at its limit.
+            breached: stable
+                && sustained
+                && (queue > f64::from(ready) || self.demand.growth() >= 0.0),
             comfortable,
         });
         let Some(cap) = self.capacity.value() else {

@@ -269,6 +269,7 @@ fn a_breach_right_after_replicas_arrive_does_not_lower_capacity() {
     }
     let mut late = fleet(6, 20.0, 20.0);
     late.fleet.ttft_seconds.p95 = Some(5.0);
+    late.fleet.queue_depth = 30.0;
     for t in (62..=100).step_by(2) {
         r.at(t, &late);
     }
@@ -458,16 +459,27 @@ fn a_breach_at_a_bursts_onset_does_not_lower_capacity_until_it_lasted_the_rate_w
     // the rate still counts the calm before it (10 req/s).
     let mut r = Run::new("proactive; capacity=20; startup=300", 1);
     for t in (0..=120).step_by(2) {
-        r.at(t, &fleet(1, 10.0, 20.0));
+        r.at(t, &fleet(1, 10.0, 300.0));
     }
     let mut onset = fleet(1, 10.0, 20.0);
     onset.fleet.ttft_seconds.p95 = Some(5.0);
+    onset.fleet.queue_depth = 40.0;
+    onset.fleet.running = 300.0;
     for t in (122..=170).step_by(2) {
         r.at(t, &onset);
     }
     assert_eq!(r.proactive.capacity(), Some(20.0), "48 s of breach");
+    // Latency over the SLO while the in-flight requests shrink with nothing waiting (the tail
+    // of a backlog being served) says nothing either, however long it lasts.
+    for t in (172..=300).step_by(2) {
+        let mut aftermath = onset.clone();
+        aftermath.fleet.queue_depth = 1.0;
+        aftermath.fleet.running = 440.0 - t as f64;
+        r.at(t, &aftermath);
+    }
+    assert_eq!(r.proactive.capacity(), Some(20.0), "no queue");
     // A breach that lasted the whole rate window does say the replica serves less.
-    for t in (172..=240).step_by(2) {
+    for t in (302..=420).step_by(2) {
         r.at(t, &onset);
     }
     let c = r.proactive.capacity().unwrap();
