@@ -102,7 +102,9 @@ pub(crate) struct SimulateArgs {
     /// Print one JSON list (one object per policy and scenario) instead of Markdown.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Write report.md, report.json and one SVG plot per scenario into this directory.
+    /// Write report.md, report.json and one SVG plot per scenario into this directory, and for
+    /// `ours` the explained decisions of the first seed (SCENARIO-decisions.tsv: every decision
+    /// whose target or reason changed, with its numbers).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
 }

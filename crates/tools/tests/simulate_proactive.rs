@@ -90,4 +90,22 @@ fn proactive_scales_up_before_the_queue_builds() {
         first_up.at_seconds
     );
     assert!(report.slo_attainment > 0.95, "{report:?}");
+    // The run keeps every decision whose target or reason changed, explained: the first
+    // scale-up carries the forecast and the capacity it was sized with.
+    let notes = &run.decisions;
+    assert_eq!(notes.first().map(|d| d.t_seconds), Some(0.0), "{notes:?}");
+    for pair in notes.windows(2) {
+        assert!(
+            pair[0].target != pair[1].target || pair[0].reason != pair[1].reason,
+            "{pair:?}"
+        );
+    }
+    let up = notes
+        .iter()
+        .find(|d| d.target > 1)
+        .unwrap_or_else(|| panic!("no explained scale-up: {notes:?}"));
+    assert!(
+        up.explanation.contains("forecast") && up.explanation.contains("req/s per replica"),
+        "{up:?}"
+    );
 }

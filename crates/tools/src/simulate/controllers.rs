@@ -24,7 +24,7 @@ use vllm_emulator::{RenderInfo, RequestShape, render};
 use vllm_keda_core::config::ScalerConfig;
 use vllm_keda_core::{Scaler, ScrapeRound, Step};
 
-use super::fleet::{Autoscaler, VirtualFleet};
+use super::fleet::{Autoscaler, DecisionNote, VirtualFleet};
 use super::prometheus::{HistogramSeries, PrometheusStore, ReplicaSample};
 use crate::keda::hpa::{AverageValueMetric, Hpa};
 use crate::keda::{HPA_SYNC, guide_hpa_spec, keda_value, ours_hpa_spec};
@@ -43,6 +43,10 @@ pub struct Ours {
     bodies: Vec<String>,
     /// Decisions by reason code, for the report.
     pub reasons: HashMap<&'static str, usize>,
+    /// Decisions whose target or reason changed, with their explanations.
+    decisions: Vec<DecisionNote>,
+    /// Ready replicas at the latest scrape.
+    ready: u32,
 }
 
 impl Ours {
@@ -63,6 +67,8 @@ impl Ours {
             target: initial,
             bodies: Vec::new(),
             reasons: HashMap::new(),
+            decisions: Vec::new(),
+            ready: initial,
         }
     }
 
@@ -84,6 +90,19 @@ impl Ours {
             .entry(step.decision.reason.as_str())
             .or_default() += 1;
         self.target = step.decision.target_replicas;
+        let d = &step.decision;
+        let changed = self.decisions.last().is_none_or(|last| {
+            last.target != d.target_replicas || last.reason != d.reason.as_str()
+        });
+        if changed {
+            self.decisions.push(DecisionNote {
+                t_seconds: now.as_secs_f64(),
+                ready: self.ready,
+                target: d.target_replicas,
+                reason: d.reason.as_str(),
+                explanation: d.explanation.clone(),
+            });
+        }
         step
     }
 }
@@ -93,9 +112,14 @@ impl Autoscaler for Ours {
         Some(self.next_scrape.min(self.next_sync))
     }
 
+    fn take_decisions(&mut self) -> Vec<DecisionNote> {
+        std::mem::take(&mut self.decisions)
+    }
+
     fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
         if self.next_scrape <= now {
             let ready: Vec<_> = fleet.ready().collect();
+            self.ready = u32::try_from(ready.len()).unwrap_or(u32::MAX);
             let mut bodies = std::mem::take(&mut self.bodies);
             bodies.resize_with(bodies.len().max(ready.len()), || {
                 String::with_capacity(64 * 1024)

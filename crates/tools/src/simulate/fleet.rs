@@ -434,6 +434,26 @@ pub trait Autoscaler {
     /// Acts at `now` (every engine is advanced to `now` first); returns the replica count to
     /// ask for, if it sets one.
     fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32>;
+    /// The decisions it explained, handed over once at the end of a run (only our scaler
+    /// explains its decisions; the peers' models do not).
+    fn take_decisions(&mut self) -> Vec<DecisionNote> {
+        Vec::new()
+    }
+}
+
+/// One explained decision: kept when the target or the reason changed from the one before.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DecisionNote {
+    /// Seconds since the run's start.
+    pub t_seconds: f64,
+    /// Replicas ready when it decided.
+    pub ready: u32,
+    /// The target it answered.
+    pub target: u32,
+    /// The reason code.
+    pub reason: &'static str,
+    /// The explanation with its numbers.
+    pub explanation: String,
 }
 
 /// One point of the time series kept for plots.
@@ -465,6 +485,8 @@ pub struct RunResult {
     pub events: Vec<ScaleEvent>,
     /// Time series for plots.
     pub series: Vec<SeriesPoint>,
+    /// The controller's explained decisions (changes only; empty for the peers).
+    pub decisions: Vec<DecisionNote>,
 }
 
 /// Replays `requests` (sorted by arrival) through a fleet of `initial` ready replicas under
@@ -568,5 +590,6 @@ pub fn run(
         end: done,
         events,
         series,
+        decisions: controller.take_decisions(),
     }
 }

@@ -997,6 +997,29 @@ pub fn pareto_chart(scenario: &str, points: &[ParetoPoint], lower_bound: f64) ->
     chart
 }
 
+/// Our policies' explained decisions of the first seed's runs, one per line (tab-separated:
+/// policy, seconds, ready, target, reason, explanation), kept where the target or the reason
+/// changed; empty when no run explained any.
+fn decisions_tsv(runs: &[(String, RunResult)]) -> String {
+    let mut out = String::new();
+    for (policy, run) in runs {
+        for d in &run.decisions {
+            if out.is_empty() {
+                out.push_str("policy\tseconds\tready\ttarget\treason\texplanation\n");
+            }
+            out.push_str(&format!(
+                "{policy}\t{:.0}\t{}\t{}\t{}\t{}\n",
+                d.t_seconds,
+                d.ready,
+                d.target,
+                d.reason,
+                d.explanation.replace(['\t', '\n'], " ")
+            ));
+        }
+    }
+    out
+}
+
 fn file_stem(name: &str) -> String {
     name.replace([' ', '/', ':'], "_")
 }
@@ -1199,6 +1222,12 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             scenario_chart(&scenario_name, &chart_runs)
                 .write(&file)
                 .with_context(|| format!("writing {}", file.display()))?;
+            let decisions = decisions_tsv(&chart_runs);
+            if !decisions.is_empty() {
+                let file = dir.join(format!("{}-decisions.tsv", file_stem(&scenario_name)));
+                std::fs::write(&file, decisions)
+                    .with_context(|| format!("writing {}", file.display()))?;
+            }
             if args.sweep {
                 let points: Vec<ParetoPoint> = sweep
                     .iter()
