@@ -387,7 +387,11 @@ impl Proactive {
             if level > prev {
                 step = format!("one step up to the need: target {prev} -> {level}");
             }
-        } else if prev > ready && recent_need < prev {
+        } else if prev > ready
+            && recent_need < prev
+            // A withdrawal the HPA would ignore only undoes a step widened to its tolerance.
+            && hpa_would_act(prev, recent_need.max(ready), c.hpa_tolerance)
+        {
             level = recent_need.max(ready);
             step = format!(
                 "{} replicas still starting are no longer needed (need {recent_need} for {}): target {prev} -> {level}",
