@@ -684,7 +684,10 @@ async fn main() {
             "--max-scaledobjects",
             "100000",
         ])
-        .args(args.close_connections.then_some("--scrape-close-connections"))
+        .args(
+            args.close_connections
+                .then_some("--scrape-close-connections"),
+        )
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()
