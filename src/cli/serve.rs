@@ -151,6 +151,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "VLLM_KEDA_SCALER_SCRAPE_PROXY_FROM_ENV")]
     pub(crate) scrape_proxy_from_env: bool,
 
+    /// Open a connection per scrape and have the target close it, instead of keeping one idle
+    /// connection per target (which holds about 80 KB of buffers each): less memory for a
+    /// large fleet, a TCP handshake per scrape more CPU. See RELIABILITY.md for sizing.
+    #[arg(long, env = "VLLM_KEDA_SCALER_SCRAPE_CLOSE_CONNECTIONS")]
+    pub(crate) scrape_close_connections: bool,
+
     /// Largest /metrics body accepted, in bytes after decompression (one model's vLLM body is
     /// about 50 KB).
     #[arg(long, env = "VLLM_KEDA_SCALER_SCRAPE_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
@@ -273,6 +279,7 @@ impl From<ServeArgs> for ServeConfig {
                 own: Vec::new(),
             }),
             proxy_from_env: args.scrape_proxy_from_env,
+            close_connections: args.scrape_close_connections,
             limits: Limits {
                 max_samples: args.scrape_max_samples,
                 max_labels_per_sample: args.scrape_max_labels_per_sample,
@@ -372,6 +379,26 @@ mod tests {
 
         let bad = Cli::try_parse_from(["serve", "--allow-targets", "10.0.0.0/33"]).unwrap_err();
         assert!(bad.to_string().contains("expected CIDR notation"), "{bad}");
+    }
+
+    #[test]
+    fn closing_scrape_connections_is_a_flag_off_by_default() {
+        let close = Cli::try_parse_from(["serve", "--scrape-close-connections"]).unwrap();
+        assert!(
+            ServeConfig::from(close.serve)
+                .options
+                .control
+                .scrape
+                .close_connections
+        );
+        let default = Cli::try_parse_from(["serve"]).unwrap();
+        assert!(
+            !ServeConfig::from(default.serve)
+                .options
+                .control
+                .scrape
+                .close_connections
+        );
     }
 
     #[test]

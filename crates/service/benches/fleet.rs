@@ -30,13 +30,18 @@
 //!
 //! `cargo build --release -p vllm-keda-scaler && cargo bench -p vllm-keda-service --bench fleet
 //!  -- [--pods 5000] [--scaledobjects 500] [--seconds 60] [--rate 1000] [--interval 2]
-//!  [--hostile] [--soak-minutes 30] [--memory] [--bin PATH]`
+//!  [--hostile] [--soak-minutes 30] [--memory] [--gzip] [--close-connections] [--bin PATH]`
+//!
+//! `--gzip`: the pods answer gzip-compressed when the request accepts it, as vLLM's `/metrics`
+//! does (the loaded fixture is about 5 KB compressed). `--close-connections`: the scaler is
+//! started with `--scrape-close-connections` (a connection per scrape, closed by the pod).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use axum::response::IntoResponse;
 use hdrhistogram::Histogram;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
@@ -63,6 +68,10 @@ struct Args {
     soak_minutes: f64,
     /// Memory mode: a burst of large bodies, then many ScaledObjects created and removed.
     memory: bool,
+    /// The fleet's pods answer gzip-compressed when the request accepts it, as vLLM does.
+    gzip: bool,
+    /// Start the scaler with `--scrape-close-connections` (a connection per scrape).
+    close_connections: bool,
 }
 
 fn args() -> Args {
@@ -75,6 +84,8 @@ fn args() -> Args {
         hostile: false,
         soak_minutes: 0.0,
         memory: false,
+        gzip: false,
+        close_connections: false,
         bin: concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../target/release/vllm-keda-scaler"
@@ -95,6 +106,8 @@ fn args() -> Args {
             "--interval" => a.interval = value().parse().unwrap(),
             "--hostile" => a.hostile = true,
             "--memory" => a.memory = true,
+            "--gzip" => a.gzip = true,
+            "--close-connections" => a.close_connections = true,
             "--soak-minutes" => a.soak_minutes = value().parse().unwrap(),
             "--bin" => a.bin = value(),
             "--bench" => {}
@@ -135,6 +148,35 @@ fn static_target(body: &'static str) -> SocketAddr {
         axum::serve(listener, app).await
     });
     addr
+}
+
+/// A target answering `gzipped` (the gzip encoding of `body`, with `Content-Encoding: gzip`)
+/// when the request's `Accept-Encoding` names gzip, else `body`: what vLLM's `/metrics` does.
+fn gzip_target(body: &'static str, gzipped: &'static [u8]) -> SocketAddr {
+    let (listener, addr) = pod_listener();
+    let app = axum::Router::new().fallback(move |headers: http::HeaderMap| async move {
+        let accepts = headers
+            .get(http::header::ACCEPT_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("gzip"));
+        if accepts {
+            ([(http::header::CONTENT_ENCODING, "gzip")], gzipped).into_response()
+        } else {
+            body.into_response()
+        }
+    });
+    pods_runtime().spawn(async move {
+        let listener = TcpListener::from_std(listener).unwrap();
+        axum::serve(listener, app).await
+    });
+    addr
+}
+
+fn gzip(body: &str) -> &'static [u8] {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(body.as_bytes()).unwrap();
+    Box::leak(encoder.finish().unwrap().into_boxed_slice())
 }
 
 /// A target that accepts connections and never answers.
@@ -607,8 +649,20 @@ async fn main() {
         args.pods, args.scaledobjects, args.interval, args.seconds, args.rate, args.bin
     );
     let mut pods = Vec::with_capacity(args.pods);
+    let gzipped = gzip(LOADED);
+    if args.gzip {
+        println!(
+            "pods answer gzip-compressed when asked: {} bytes for the {}-byte body",
+            gzipped.len(),
+            LOADED.len()
+        );
+    }
     for _ in 0..args.pods {
-        pods.push(static_target(LOADED));
+        pods.push(if args.gzip {
+            gzip_target(LOADED, gzipped)
+        } else {
+            static_target(LOADED)
+        });
     }
     let grpc: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -630,6 +684,10 @@ async fn main() {
             "--max-scaledobjects",
             "100000",
         ])
+        .args(
+            args.close_connections
+                .then_some("--scrape-close-connections"),
+        )
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()

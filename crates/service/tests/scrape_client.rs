@@ -75,6 +75,46 @@ async fn connections_are_pooled_across_scrapes() {
 }
 
 #[tokio::test]
+async fn closing_connections_opens_one_per_scrape_and_asks_the_target_to_close() {
+    within(10, async {
+        let body = fixture("vllm-v1-loaded.prom");
+        // The server would keep the connection open: the scraper is the one that does not.
+        let server = serve(Behavior::KeepAlive(body.clone())).await;
+        let scraper = Scraper::new(ScrapeSettings {
+            close_connections: true,
+            ..ScrapeSettings::loopback()
+        });
+        for _ in 0..3 {
+            let got = scraper.scrape(&server.url()).await.unwrap();
+            assert_eq!(got.as_bytes(), &body[..]);
+        }
+        assert_eq!(
+            server.connections.load(std::sync::atomic::Ordering::SeqCst),
+            3,
+            "three scrapes, three connections"
+        );
+        let heads = server.requests.lock().unwrap().clone();
+        assert_eq!(heads.len(), 3);
+        for head in &heads {
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("\r\nconnection: close\r\n"),
+                "{head}"
+            );
+        }
+        // The default keeps the connection and does not ask for a close.
+        let kept = serve(Behavior::KeepAlive(body.clone())).await;
+        Scraper::new(ScrapeSettings::loopback())
+            .scrape(&kept.url())
+            .await
+            .unwrap();
+        let head = kept.requests.lock().unwrap()[0].to_ascii_lowercase();
+        assert!(!head.contains("connection: close"), "{head}");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn fixture_bodies_arrive_intact_plain_and_gzipped() {
     within(20, async {
         let scraper = Scraper::new(ScrapeSettings::loopback());

@@ -119,6 +119,100 @@ impl Histogram {
     }
 }
 
+/// A histogram as a pod's scrape history keeps it: the `le` bounds, shared (one allocation)
+/// by the pod's consecutive samples while the layout does not change, and per sample only the
+/// cumulative counts, `_sum` and `_count`. Holds exactly what [`Histogram`] holds; compared and
+/// subtracted the same way.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct KeptHistogram {
+    bounds: std::sync::Arc<[f64]>,
+    counts: Box<[f64]>,
+    sum: f64,
+    count: f64,
+}
+
+impl KeptHistogram {
+    /// Keeps `histogram`, sharing `previous`'s bounds when the layout is the same.
+    pub(super) fn keep(histogram: Histogram, previous: Option<&KeptHistogram>) -> Self {
+        let bounds = match previous {
+            Some(previous) if previous.same_layout_as(&histogram) => {
+                std::sync::Arc::clone(&previous.bounds)
+            }
+            _ => histogram.buckets.iter().map(|b| b.le).collect(),
+        };
+        KeptHistogram {
+            bounds,
+            counts: histogram.buckets.iter().map(|b| b.count).collect(),
+            sum: histogram.sum,
+            count: histogram.count,
+        }
+    }
+
+    /// Whether `histogram` has this one's set of `le` bounds ([`Histogram::same_layout`]).
+    pub(super) fn same_layout_as(&self, histogram: &Histogram) -> bool {
+        self.bounds.len() == histogram.buckets.len()
+            && self
+                .bounds
+                .iter()
+                .zip(&histogram.buckets)
+                .all(|(le, b)| *le == b.le)
+    }
+
+    /// Whether any bucket or the count of `histogram` is below this one's
+    /// ([`Histogram::decreased_from`]).
+    pub(super) fn decreased_to(&self, histogram: &Histogram) -> bool {
+        histogram.count < self.count
+            || histogram
+                .buckets
+                .iter()
+                .zip(self.counts.iter())
+                .any(|(now, then)| now.count < *then)
+    }
+
+    fn same_layout(&self, other: &KeptHistogram) -> bool {
+        std::sync::Arc::ptr_eq(&self.bounds, &other.bounds)
+            || (self.bounds.len() == other.bounds.len()
+                && self
+                    .bounds
+                    .iter()
+                    .zip(other.bounds.iter())
+                    .all(|(a, b)| a == b))
+    }
+
+    /// [`Histogram::delta_since`] of the two histograms these were kept from.
+    pub(super) fn delta_since(&self, earlier: &KeptHistogram) -> Option<Histogram> {
+        if !self.same_layout(earlier)
+            || self.count < earlier.count
+            || self
+                .counts
+                .iter()
+                .zip(earlier.counts.iter())
+                .any(|(now, then)| now < then)
+        {
+            return None;
+        }
+        Some(Histogram {
+            buckets: self
+                .bounds
+                .iter()
+                .zip(self.counts.iter().zip(earlier.counts.iter()))
+                .map(|(le, (now, then))| Bucket {
+                    le: *le,
+                    count: now - then,
+                })
+                .collect(),
+            sum: self.sum - earlier.sum,
+            count: self.count - earlier.count,
+        })
+    }
+
+    /// Whether both share one allocation of bounds (for tests).
+    #[cfg(test)]
+    pub(super) fn shares_bounds_with(&self, other: &KeptHistogram) -> bool {
+        std::sync::Arc::ptr_eq(&self.bounds, &other.bounds)
+    }
+}
+
 /// Adds `from` into `into` per `le`, like PromQL's `sum by (le)`: bounds present in only one
 /// side are kept (the result may be non-monotonic when layouts differ; the quantile fixes it
 /// like PromQL does). Both inputs sorted by `le`; the result stays sorted.
@@ -443,6 +537,65 @@ mod tests {
             into,
             buckets(&[(1.0, 2.0), (2.0, 6.0), (4.0, 4.0), (INF, 10.0)])
         );
+    }
+
+    fn histogram(pairs: &[(f64, f64)], sum: f64) -> Histogram {
+        Histogram {
+            buckets: buckets(pairs),
+            sum,
+            count: pairs.last().map_or(0.0, |b| b.1),
+        }
+    }
+
+    #[test]
+    fn kept_histograms_share_bounds_while_the_layout_holds() {
+        let a = histogram(&[(1.0, 1.0), (2.0, 3.0), (INF, 4.0)], 5.0);
+        let b = histogram(&[(1.0, 2.0), (2.0, 5.0), (INF, 7.0)], 9.0);
+        let c = histogram(&[(1.0, 2.0), (4.0, 5.0), (INF, 7.0)], 9.0);
+        let ka = KeptHistogram::keep(a.clone(), None);
+        let kb = KeptHistogram::keep(b.clone(), Some(&ka));
+        assert!(kb.shares_bounds_with(&ka));
+        assert_eq!(kb.delta_since(&ka), b.delta_since(&a));
+        assert_eq!(ka.delta_since(&kb), None, "a decrease is a reset");
+        // A new layout gets its own bounds, and no delta with the old one.
+        let kc = KeptHistogram::keep(c.clone(), Some(&kb));
+        assert!(!kc.shares_bounds_with(&kb));
+        assert!(!kb.same_layout_as(&c) && kc.same_layout_as(&c));
+        assert_eq!(kc.delta_since(&kb), None);
+        assert_eq!(c.delta_since(&b), None);
+        // Equal bounds not shared (kept separately) still compare equal.
+        let kb_alone = KeptHistogram::keep(b.clone(), None);
+        assert_eq!(kb_alone.delta_since(&ka), b.delta_since(&a));
+    }
+
+    proptest::proptest! {
+        /// A kept histogram compares, subtracts and detects decreases exactly as the
+        /// histogram it was kept from, whether the layouts match or not.
+        #[test]
+        fn kept_histogram_matches_histogram(
+            then in proptest::collection::vec((0u8..6, 0u32..50), 1..8),
+            now in proptest::collection::vec((0u8..6, 0u32..50), 1..8),
+            share in proptest::bool::ANY,
+        ) {
+            let make = |pairs: &[(u8, u32)]| {
+                let mut h = Histogram::default();
+                for (le, c) in pairs {
+                    let le = if *le == 5 { INF } else { f64::from(*le) * 0.5 };
+                    h.add_bucket(le, f64::from(*c));
+                }
+                h.count = h.buckets.iter().map(|b| b.count).sum();
+                h.sum = h.count * 0.25;
+                h
+            };
+            let (a, b) = (make(&then), make(&now));
+            let ka = KeptHistogram::keep(a.clone(), None);
+            let kb = KeptHistogram::keep(b.clone(), share.then_some(&ka));
+            proptest::prop_assert_eq!(kb.delta_since(&ka), b.delta_since(&a));
+            proptest::prop_assert_eq!(ka.same_layout_as(&b), b.same_layout(&a));
+            if b.same_layout(&a) {
+                proptest::prop_assert_eq!(ka.decreased_to(&b), b.decreased_from(&a));
+            }
+        }
     }
 
     proptest::proptest! {

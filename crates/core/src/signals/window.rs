@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::aggregate::{FleetAccumulator, PodCompute};
 use super::gpu::{self, GpuHistory, GpuSnapshot};
-use super::histogram::Histogram;
+use super::histogram::{Histogram, KeptHistogram};
 use super::snapshot::PodSnapshot;
 use super::{FleetSignals, PodSignals, SignalSet, SignalSettings};
 
@@ -29,6 +29,8 @@ pub(super) const ITL: usize = 2;
 pub(super) const QUEUE: usize = 3;
 pub(super) const ITERATION: usize = 4;
 pub(super) type Hists = [Option<Histogram>; 5];
+/// The same five as the window keeps them (bounds shared between a pod's samples).
+pub(super) type KeptHists = [Option<KeptHistogram>; 5];
 
 /// What only the latency window needs: dropped once a sample is older than its baseline.
 #[derive(Debug, Clone, Default)]
@@ -37,7 +39,7 @@ pub(super) struct Detail {
     pub(super) generation: Option<f64>,
     /// `request_success_total` by reason, sorted by reason (from the snapshot's map).
     pub(super) success: Vec<(String, f64)>,
-    pub(super) hists: Hists,
+    pub(super) hists: KeptHists,
 }
 
 /// One sample. Samples older than the latency baseline shrink to a few words (time,
@@ -153,6 +155,15 @@ impl FleetWindow {
         if restart_before {
             history.last_restart_at = Some(now);
         }
+        // The newest sample is always full: its bounds are shared when the layout holds.
+        let previous = history.entries.back().and_then(|e| e.detail.as_deref());
+        let mut hists = [e2e_latency, ttft, itl, queue_time, iteration_tokens]
+            .into_iter()
+            .enumerate()
+            .map(|(i, h)| {
+                h.map(|h| KeptHistogram::keep(h, previous.and_then(|p| p.hists[i].as_ref())))
+            });
+        let hists: KeptHists = std::array::from_fn(|_| hists.next().flatten());
         history.entries.push_back(Entry {
             at: now,
             preemptions: preemptions_total,
@@ -160,7 +171,7 @@ impl FleetWindow {
                 prompt: prompt_tokens_total,
                 generation: generation_tokens_total,
                 success: request_success_total.into_iter().collect(),
-                hists: [e2e_latency, ttft, itl, queue_time, iteration_tokens],
+                hists,
             })),
             restart_before,
         });
@@ -294,7 +305,16 @@ fn prune(entries: &mut VecDeque<Entry>, now: Duration, settings: &SignalSettings
     for entry in entries.range_mut(..latency_base) {
         entry.detail = None;
     }
+    // The ring doubles as it fills (151 samples of a 300 s window at 2 s sit in room for
+    // 256); once the window holds steady, room for a quarter more is enough. Pods are many.
+    let len = entries.len();
+    if entries.capacity() > len + len / 2 + SPARE_ENTRIES {
+        entries.shrink_to(len + len / 4 + SPARE_ENTRIES);
+    }
 }
+
+/// Free room a pod's ring keeps at least before it is shrunk.
+const SPARE_ENTRIES: usize = 8;
 
 /// Keeps full samples at least `spacing` apart (the newest always stays full): the previous
 /// newest loses its detail when the full sample before it is closer than `spacing`.
@@ -354,7 +374,7 @@ fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
     }) {
         return true;
     }
-    let hists = &c.hists;
+    let kept = &c.hists;
     let new: [&Option<Histogram>; 5] = [
         &snapshot.e2e_latency,
         &snapshot.ttft,
@@ -362,11 +382,10 @@ fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
         &snapshot.queue_time,
         &snapshot.iteration_tokens,
     ];
-    hists
-        .iter()
+    kept.iter()
         .zip(new)
         .any(|(before, now)| match (before, now) {
-            (Some(before), Some(now)) => !now.same_layout(before) || now.decreased_from(before),
+            (Some(before), Some(now)) => !before.same_layout_as(now) || before.decreased_to(now),
             _ => false,
         })
 }
@@ -408,6 +427,78 @@ mod tests {
         let finished = s.fleet.requests_finished_in_window;
         assert!((56.0..=60.0).contains(&finished), "{finished}");
         assert_eq!(s.fleet.requests_per_second, Some(1.0));
+    }
+
+    #[test]
+    fn bounds_are_shared_per_layout_and_a_layout_change_gives_the_same_quantiles() {
+        // Two layouts in turn, two samples each, in a 60 s window; the last sample a window
+        // after the change, so the window starts at the change.
+        let layout = |bounds: &[f64], n: f64| {
+            let mut hist = Histogram::default();
+            for (i, le) in bounds.iter().enumerate() {
+                hist.add_bucket(*le, n * (i as f64 + 1.0));
+            }
+            hist.add_bucket(f64::INFINITY, n * (bounds.len() as f64 + 1.0));
+            hist.count = n * (bounds.len() as f64 + 1.0);
+            hist.sum = hist.count;
+            PodSnapshot {
+                waiting: Some(1.0),
+                e2e_latency: Some(hist),
+                ..PodSnapshot::default()
+            }
+        };
+        let rounds = [
+            layout(&[1.0, 2.0], 1.0),
+            layout(&[1.0, 2.0], 3.0),
+            layout(&[0.5, 1.0, 4.0], 5.0),
+            layout(&[0.5, 1.0, 4.0], 9.0),
+        ];
+        let mut w = FleetWindow::new(SignalSettings::default());
+        let at = [0, 10, 20, 80].map(Duration::from_secs);
+        for (at, snapshot) in at.iter().zip(&rounds) {
+            w.record(*at, "a", Some(snapshot.clone()));
+        }
+        let kept: Vec<&KeptHistogram> = w.pods["a"]
+            .entries
+            .iter()
+            .filter_map(|e| e.detail.as_ref()?.hists[E2E].as_ref())
+            .collect();
+        // The first two samples are older than the latency baseline: counts dropped.
+        assert_eq!(kept.len(), 2);
+        assert!(kept[1].shares_bounds_with(kept[0]));
+        assert_eq!(w.pods["a"].last_restart_at, Some(Duration::from_secs(20)));
+        // The quantiles are those of the plain bucket deltas since the change.
+        let s = w.compute(Duration::from_secs(80));
+        let then = rounds[2].e2e_latency.as_ref().unwrap();
+        let now = rounds[3].e2e_latency.as_ref().unwrap();
+        let expected = now.delta_since(then).unwrap().quantiles();
+        assert!(expected.p50.is_some());
+        assert_eq!(s.pods[0].signals.e2e_latency_seconds, expected);
+        // Before the change, the same holds for the first layout, and the new layout's
+        // first sample gets bounds of its own.
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for (at, snapshot) in at.iter().zip(&rounds).take(2) {
+            w.record(*at, "a", Some(snapshot.clone()));
+        }
+        let then = rounds[0].e2e_latency.as_ref().unwrap();
+        let now = rounds[1].e2e_latency.as_ref().unwrap();
+        let s = w.compute(Duration::from_secs(10));
+        assert_eq!(
+            s.pods[0].signals.e2e_latency_seconds,
+            now.delta_since(then).unwrap().quantiles()
+        );
+        w.record(at[2], "a", Some(rounds[2].clone()));
+        let kept: Vec<&KeptHistogram> = w.pods["a"]
+            .entries
+            .iter()
+            .filter_map(|e| e.detail.as_ref()?.hists[E2E].as_ref())
+            .collect();
+        assert_eq!(kept.len(), 3);
+        assert!(kept[1].shares_bounds_with(kept[0]));
+        assert!(
+            !kept[2].shares_bounds_with(kept[1]),
+            "a new layout, new bounds"
+        );
     }
 
     #[test]
