@@ -602,7 +602,7 @@ fn non_default(key: &str) -> Option<(&'static [(&'static str, &'static str)], &'
         "scrapeIntervalSeconds" => (ENDPOINTS, "5"),
         "hpaTolerance" => (ENDPOINTS, "0"),
         "mode" => (ENDPOINTS, "advisory"),
-        "policy" => (ENDPOINTS, "proactive"),
+        "policy" => (ENDPOINTS, "guide"),
         "dcgmEndpoints" => (ENDPOINTS, "10.0.1.1:9400"),
         "dcgmService" => (ENDPOINTS, "dcgm"),
         _ => return None,

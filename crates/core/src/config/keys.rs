@@ -276,7 +276,7 @@ pub const KEYS: &[MetadataKey] = &[
     },
     MetadataKey {
         key: "policy",
-        default: "guide",
+        default: "proactive",
         meaning: "`guide` runs the source guide's reactive rules alone; `proactive` sizes the fleet for the demand forecast over the start-up time at a learned per-replica capacity, with the guide's rules as a backstop; settings follow after `;`: `utilization=F` (default 0.8), `capacity=R` (prior, requests per second per replica within the SLO), `startup=S` (seconds; learned when unset), `peak=S` (a floor for the highest minute of demand in the last S seconds; default 0, off), `drain=S` (seconds to clear the backlog; default 60), `trend=W` (weight of the projected trend; default 1), `backstop=always|growing` (follow the guide's triggers always, or only while in-flight requests grow; default always), `periodic=on|off` (expect a demand pattern that repeated twice with a period of 10 to 120 minutes again, a start-up ahead; default on)",
         read: |d, v| {
             d.policy.proactive = crate::policy::proactive::parse_policy(v)?;

@@ -170,7 +170,7 @@ impl Default for PolicyConfig {
             startup_grace: Duration::from_secs(600),
             hpa_tolerance: 0.1,
             mode: Mode::Active,
-            proactive: None,
+            proactive: Some(proactive::ProactiveConfig::default()),
         }
     }
 }
