@@ -558,3 +558,30 @@ fn batch_size_per_pod_and_fleet_and_a_reason_first_seen_mid_window() {
         Some(&0.5)
     );
 }
+
+#[test]
+fn two_pods_add_their_rates_by_reason_and_average_their_kv_usage() {
+    let mut w = window();
+    let (mut a, mut b) = (Pod::new(), Pod::new());
+    a.kv = vec![0.2];
+    b.kv = vec![0.6];
+    w.record(secs(0), "a", Some(a.snapshot()));
+    w.record(secs(0), "b", Some(b.snapshot()));
+    a.finish(&[10.0, 20.0, 0.0, 0.0]);
+    b.finish(&[0.0, 15.0, 0.0, 0.0]);
+    w.record(secs(30), "a", Some(a.snapshot()));
+    w.record(secs(30), "b", Some(b.snapshot()));
+    let f = w.compute(secs(30)).fleet;
+    // `stop` grew by 30 on one pod and 15 on the other: their rates add up.
+    assert_eq!(
+        f.finished_per_second_by_reason.get("stop"),
+        Some(&(30.0 / 30.0 + 15.0 / 30.0))
+    );
+    assert_eq!(f.requests_per_second, Some(45.0 / 30.0));
+    // The fleet's KV usage: the fullest pod, and the mean over the pods.
+    assert_eq!(f.kv_cache_usage.max, Some(0.6));
+    assert!(
+        (f.kv_cache_usage.mean.unwrap() - 0.4).abs() < 1e-12,
+        "{f:?}"
+    );
+}
