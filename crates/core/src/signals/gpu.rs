@@ -326,6 +326,19 @@ pub(super) fn aggregate(readings: Vec<&DeviceReading<'_>>) -> GpuSignals {
 mod tests {
     use super::*;
 
+    #[test]
+    fn memory_used_fraction_needs_a_frame_buffer() {
+        let gpu = |used, free| GpuDevice {
+            fb_used_mib: Some(used),
+            fb_free_mib: Some(free),
+            ..GpuDevice::default()
+        };
+        assert_eq!(gpu(20.0, 60.0).memory_used_fraction(), Some(0.25));
+        // A device reporting no frame buffer at all has no fraction (not 0/0).
+        assert_eq!(gpu(0.0, 0.0).memory_used_fraction(), None);
+        assert_eq!(GpuDevice::default().memory_used_fraction(), None);
+    }
+
     proptest::proptest! {
         /// The index finds what a scan with `same_gpu` in order finds, UUIDs or not.
         #[test]
