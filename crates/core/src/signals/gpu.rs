@@ -327,6 +327,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_ecc_rate_runs_from_the_sample_at_the_window_start_and_never_from_a_drop() {
+        let snap = |ecc: f64| GpuSnapshot {
+            gpus: vec![GpuDevice {
+                uuid: Some("GPU-1".into()),
+                ecc_sbe_total: Some(ecc),
+                ..GpuDevice::default()
+            }],
+        };
+        let rate = |h: &GpuHistory, now: u64| {
+            h.readings(Duration::from_secs(now), Duration::from_secs(60))[0].ecc_per_second
+        };
+        let window = Duration::from_secs(60);
+        let mut h = GpuHistory::default();
+        h.record(Duration::from_secs(0), Some(snap(100.0)), window);
+        // One sample: no rate (not 0/0).
+        assert_eq!(rate(&h, 0), None);
+        h.record(Duration::from_secs(30), Some(snap(130.0)), window);
+        h.record(Duration::from_secs(60), Some(snap(160.0)), window);
+        h.record(Duration::from_secs(90), Some(snap(250.0)), window);
+        // At 90 s the window starts at 30 s: (250 - 130) / 60.
+        assert_eq!(rate(&h, 90), Some(2.0));
+        // A counter that went down (exporter restart) gives no rate; an unchanged one gives 0.
+        h.record(Duration::from_secs(120), Some(snap(10.0)), window);
+        assert_eq!(rate(&h, 120), None);
+        h.record(Duration::from_secs(150), Some(snap(10.0)), window);
+        h.record(Duration::from_secs(180), Some(snap(10.0)), window);
+        assert_eq!(rate(&h, 180), Some(0.0));
+    }
+
+    #[test]
     fn memory_used_fraction_needs_a_frame_buffer() {
         let gpu = |used, free| GpuDevice {
             fb_used_mib: Some(used),
