@@ -357,6 +357,36 @@ mod tests {
     }
 
     #[test]
+    fn a_dcgm_body_gives_each_gpu_its_identity_and_placement() {
+        let body = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a\",modelName=\"H100\",Hostname=\"n1\",namespace=\"llm\",pod=\"vllm-0\"} 97\n\
+                    DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-b\",modelName=\"H100\",Hostname=\"n1\",namespace=\"\",pod=\"\"} 3\n";
+        let parsed = crate::exposition::parse(body).unwrap();
+        let gpus = GpuSnapshot::from_exposition(&parsed).gpus;
+        assert_eq!(gpus.len(), 2);
+        let first = &gpus[0];
+        assert_eq!(first.uuid.as_deref(), Some("GPU-a"));
+        assert_eq!(first.gpu.as_deref(), Some("0"));
+        assert_eq!(first.hostname.as_deref(), Some("n1"));
+        assert_eq!(first.model_name.as_deref(), Some("H100"));
+        assert_eq!(first.namespace.as_deref(), Some("llm"));
+        assert_eq!(first.pod.as_deref(), Some("vllm-0"));
+        // An idle GPU's empty pod and namespace labels mean none.
+        assert_eq!(
+            (gpus[1].pod.as_deref(), gpus[1].namespace.as_deref()),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn max_and_mean_of_the_fleets_gpus() {
+        let m = max_mean(&[0.2, 0.6]);
+        assert_eq!(m.max, Some(0.6));
+        assert!((m.mean.unwrap() - 0.4).abs() < 1e-12, "{m:?}");
+        let none = max_mean(&[]);
+        assert_eq!((none.max, none.mean), (None, None));
+    }
+
+    #[test]
     fn memory_used_fraction_needs_a_frame_buffer() {
         let gpu = |used, free| GpuDevice {
             fb_used_mib: Some(used),
