@@ -203,9 +203,17 @@ const CHANGE_LAG_MINUTES: usize = 2;
 pub struct Recurrence {
     /// (minute index, sum of the demand estimates, their count), oldest first.
     minutes: VecDeque<(u64, f64, u32)>,
-    /// The period found at the start of a minute: (minute index, period in minutes and its
-    /// correlation).
-    cached: Option<(u64, Option<(usize, f64)>)>,
+    /// The complete minutes' series and the period found in it, as of one minute: both change
+    /// only when a minute completes, so decisions within a minute reuse them.
+    cached: Option<Cached>,
+}
+
+/// What [`Recurrence`] computed at the start of a minute.
+#[derive(Debug, Clone)]
+struct Cached {
+    minute: u64,
+    series: Vec<f64>,
+    period: Option<(usize, f64)>,
 }
 
 /// A recurring pattern and what it expects next.
@@ -259,26 +267,33 @@ impl Recurrence {
         out
     }
 
-    /// The period the demand repeats with, in minutes, and its correlation; `None` until two
-    /// periods have been seen, or when nothing repeats.
-    fn period(&mut self, now: Duration) -> Option<(usize, f64)> {
+    /// The series and the period as of `now`'s minute, computed once per minute: the period
+    /// (in minutes, with its correlation) is `None` until two periods have been seen, or when
+    /// nothing repeats.
+    fn analysed(&mut self, now: Duration) -> &Cached {
         let minute = now.as_secs() / 60;
-        if let Some((at, found)) = self.cached
-            && at == minute
-        {
-            return found;
-        }
-        let x = self.series(now);
-        let found = find_period(&x);
-        self.cached = Some((minute, found));
-        found
+        let fresh = match self.cached.take() {
+            Some(c) if c.minute == minute => c,
+            _ => {
+                let series = self.series(now);
+                let period = find_period(&series);
+                Cached {
+                    minute,
+                    series,
+                    period,
+                }
+            }
+        };
+        self.cached.insert(fresh)
     }
 
     /// The recurring pattern at `now`, if there is one: its period and the highest minute of
     /// demand one period ago over the next `ahead` (the start-up horizon and some slack).
     pub fn recurring(&mut self, now: Duration, ahead: Duration) -> Option<Recurring> {
-        let (period, correlation) = self.period(now)?;
-        let x = self.series(now);
+        let Cached {
+            series: x, period, ..
+        } = self.analysed(now);
+        let (period, correlation) = (*period)?;
         let len = x.len();
         // Minute `len` is the current one; one period ago is `len - period`.
         let from = len.checked_sub(period)?;
