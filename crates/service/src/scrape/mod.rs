@@ -18,11 +18,15 @@ mod policy;
 pub use error::{CONNECTION_FAILED, RESULT_LABELS, ScrapeError, ScrapeResult};
 pub use policy::{Cidr, DEFAULT_RULES, DefaultRule, OwnListener, Refusal, TargetPolicy};
 
-use std::error::Error as _;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt as _, Empty};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 pub use vllm_keda_core::exposition::{Limit, Limits};
@@ -143,9 +147,9 @@ pub struct ScrapeSettings {
     pub concurrency: Option<Arc<tokio::sync::Semaphore>>,
     /// Open a connection per scrape and ask the target to close it after the response
     /// (`--scrape-close-connections`), instead of keeping it open for the next scrape. An
-    /// idle kept connection holds its read and write buffers, about 80 KB per target after a
-    /// vLLM body (most of a large fleet's memory); closing costs a TCP handshake per scrape
-    /// (more CPU) and leaves the closed socket's wait state on the target's side.
+    /// idle kept connection holds hyper's read and write buffers and request channel, about
+    /// 35 KB per target; closing costs a TCP handshake per scrape (more CPU) and leaves the
+    /// closed socket's wait state on the target's side.
     pub close_connections: bool,
 }
 
@@ -196,43 +200,218 @@ impl ScrapeOutcome {
     }
 }
 
+/// The read buffer of each scrape connection: hyper's smallest, fixed. A kept connection holds
+/// it while idle; the default adaptive buffer grows to 64 KB on a plain vLLM body (about 50 KB)
+/// and keeps it, the largest per-target cost of a big fleet. Reading a plain body in 8 KB reads
+/// costs a few more system calls; a response head larger than this is refused (a vLLM head is
+/// well under 1 KB).
+pub const READ_BUFFER_BYTES: usize = 8 * 1024;
+
+/// The HTTP client behind a [`Scraper`].
+#[derive(Debug, Clone)]
+enum HttpClient {
+    /// hyper's pooled client with fixed small read buffers; dials only the addresses the policy
+    /// checked (the default).
+    Direct(Box<hyper_util::client::legacy::Client<HttpConnector, Empty<Bytes>>>),
+    /// reqwest, for `--scrape-proxy-from-env`: it honours the proxy variables.
+    Proxied(reqwest::Client),
+}
+
+/// Why a request got no response: a connection that could not be made (the next address may
+/// be tried), or anything else. The cause is for the debug log only.
+struct SendFailure {
+    connect: bool,
+    cause: String,
+}
+
+type ScrapeBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+impl HttpClient {
+    fn new(settings: &ScrapeSettings) -> Result<Self, String> {
+        let idle_per_target = if settings.close_connections { 0 } else { 2 };
+        if settings.proxy_from_env {
+            return reqwest::Client::builder()
+                // The scraper asks for gzip and decodes it itself, under the body cap.
+                .no_gzip()
+                .connect_timeout(settings.timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(idle_per_target)
+                .tcp_nodelay(true)
+                .build()
+                .map(Self::Proxied)
+                // Only a TLS backend or system proxy config can fail to load; should it happen,
+                // every scrape says so instead of a panic.
+                .map_err(|e| format!("the http client could not be built: {e}"));
+        }
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(settings.timeout));
+        let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(idle_per_target)
+            .pool_timer(TokioTimer::new())
+            .http1_read_buf_exact_size(READ_BUFFER_BYTES)
+            .build(connector);
+        Ok(Self::Direct(Box::new(client)))
+    }
+
+    /// Sends a GET to `uri` (a checked address) with the scraper's headers.
+    async fn get(
+        &self,
+        uri: &str,
+        host: Option<&str>,
+        close: bool,
+    ) -> Result<http::Response<ScrapeBody>, SendFailure> {
+        let mut request = http::Request::get(uri)
+            .header(http::header::ACCEPT, ACCEPT_HEADER)
+            .header(http::header::ACCEPT_ENCODING, "gzip")
+            .header(
+                http::header::USER_AGENT,
+                concat!("vllm-keda-scaler/", env!("CARGO_PKG_VERSION")),
+            );
+        if let Some(host) = host {
+            request = request.header(http::header::HOST, host);
+        }
+        if close {
+            // The target closes: its side keeps the closed socket's wait state, not ours.
+            request = request.header(http::header::CONNECTION, "close");
+        }
+        let unusable = |e: &dyn std::error::Error| SendFailure {
+            connect: false,
+            cause: format!("the request could not be built: {e}"),
+        };
+        match self {
+            Self::Direct(client) => {
+                let request = request.body(Empty::new()).map_err(|e| unusable(&e))?;
+                match client.request(request).await {
+                    Ok(response) => {
+                        Ok(response.map(|body| body.map_err(Into::into).boxed_unsync()))
+                    }
+                    Err(e) => Err(SendFailure {
+                        connect: e.is_connect(),
+                        cause: error_chain(&e),
+                    }),
+                }
+            }
+            Self::Proxied(client) => {
+                let request = request
+                    .body(reqwest::Body::default())
+                    .map_err(|e| unusable(&e))?;
+                let request = reqwest::Request::try_from(request).map_err(|e| unusable(&e))?;
+                match client.execute(request).await {
+                    Ok(response) => Ok(http::Response::from(response)
+                        .map(|body| body.map_err(Into::into).boxed_unsync())),
+                    Err(e) => Err(SendFailure {
+                        connect: e.is_connect() || e.is_timeout(),
+                        cause: error_chain(&e),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// A body being read, capped at `cap` bytes after decompression.
+struct CappedBody {
+    bytes: Vec<u8>,
+    cap: usize,
+    over: bool,
+}
+
+impl CappedBody {
+    fn new(initial: usize, cap: usize) -> Self {
+        Self {
+            bytes: Vec::with_capacity(initial.min(cap)),
+            cap,
+            over: false,
+        }
+    }
+
+    /// Appends `chunk`, or marks the body over the cap (and keeps nothing more).
+    fn push(&mut self, chunk: &[u8]) -> bool {
+        if self.over || chunk.len() > self.cap - self.bytes.len() {
+            self.over = true;
+            return false;
+        }
+        let needed = self.bytes.len() + chunk.len();
+        if needed > self.bytes.capacity() {
+            // Grow by doubling, but never past the cap.
+            let target = needed.max(self.bytes.capacity() * 2).min(self.cap);
+            self.bytes.reserve_exact(target - self.bytes.len());
+        }
+        self.bytes.extend_from_slice(chunk);
+        true
+    }
+}
+
+impl std::io::Write for CappedBody {
+    fn write(&mut self, chunk: &[u8]) -> std::io::Result<usize> {
+        if self.push(chunk) {
+            Ok(chunk.len())
+        } else {
+            Err(std::io::Error::other("the body passed the size cap"))
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where the body's bytes go: straight in, or through the gzip decoder.
+enum BodySink {
+    Plain(CappedBody),
+    Gzip(Box<flate2::write::MultiGzDecoder<CappedBody>>),
+}
+
+/// Why a body could not be taken in.
+enum SinkError {
+    TooLarge,
+    Corrupt,
+}
+
+impl BodySink {
+    fn write(&mut self, chunk: &[u8]) -> Result<(), SinkError> {
+        match self {
+            Self::Plain(body) => body.push(chunk).then_some(()).ok_or(SinkError::TooLarge),
+            Self::Gzip(decoder) => {
+                use std::io::Write as _;
+                decoder.write_all(chunk).map_err(|_| {
+                    if decoder.get_ref().over {
+                        SinkError::TooLarge
+                    } else {
+                        SinkError::Corrupt
+                    }
+                })
+            }
+        }
+    }
+
+    fn finish(self) -> Result<Vec<u8>, SinkError> {
+        match self {
+            Self::Plain(body) => Ok(body.bytes),
+            Self::Gzip(decoder) => decoder
+                .finish()
+                .map(|body| body.bytes)
+                .map_err(|_| SinkError::Corrupt),
+        }
+    }
+}
+
 /// A reusable scraper: one connection pool shared by every target. Cheap to clone (clones share
 /// the pool).
 #[derive(Debug, Clone)]
 pub struct Scraper {
     settings: ScrapeSettings,
     /// The pooled client, or why it could not be built (reported by every scrape).
-    client: Result<reqwest::Client, String>,
+    client: Result<HttpClient, String>,
 }
 
 impl Scraper {
     /// A scraper with these limits.
     pub fn new(settings: ScrapeSettings) -> Self {
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert(
-            reqwest::header::ACCEPT,
-            reqwest::header::HeaderValue::from_static(ACCEPT_HEADER),
-        );
-        let mut builder = reqwest::Client::builder();
-        if !settings.proxy_from_env {
-            // Every request goes to an address the policy checked, so the client never
-            // resolves a name: a resolver that refuses keeps it so.
-            builder = builder.no_proxy().dns_resolver(Arc::new(NoResolver));
-        }
-        let client = builder
-            .default_headers(headers)
-            .user_agent(concat!("vllm-keda-scaler/", env!("CARGO_PKG_VERSION")))
-            // Sets `Accept-Encoding: gzip` and decompresses as the body streams in.
-            .gzip(true)
-            .connect_timeout(settings.timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(if settings.close_connections { 0 } else { 2 })
-            .tcp_nodelay(true)
-            .build()
-            // Only a TLS backend or system proxy config can fail to load, and this client
-            // uses neither; should it happen anyway, every scrape says so instead of a panic.
-            .map_err(|e| format!("the http client could not be built: {e}"));
+        let client = HttpClient::new(&settings);
         Self { settings, client }
     }
 
@@ -389,30 +568,30 @@ impl Scraper {
         let addresses = self.pinned_addresses(url, &parsed).await?;
         let host = host_header(&parsed);
         let mut response = None;
-        let mut last_error = None;
+        let mut last_failure = None;
         // A name with several addresses: the next one when a connection cannot be made (as a
         // client resolving the name itself would).
         for address in addresses {
-            let mut request = client.get(pinned_url(&parsed, address.ip()));
-            if let Some(host) = &host {
-                request = request.header(reqwest::header::HOST, host.as_str());
-            }
-            if self.settings.close_connections {
-                // The target closes: its side keeps the closed socket's wait state, not ours.
-                request = request.header(reqwest::header::CONNECTION, "close");
-            }
-            match request.send().await {
+            let uri = pinned_url(&parsed, address.ip());
+            match client
+                .get(
+                    uri.as_str(),
+                    host.as_deref(),
+                    self.settings.close_connections,
+                )
+                .await
+            {
                 Ok(answer) => {
                     response = Some(answer);
                     break;
                 }
-                Err(error) if error.is_connect() => last_error = Some(error),
-                Err(error) => return Err(classify(url, error)),
+                Err(failure) if failure.connect => last_failure = Some(failure),
+                Err(failure) => return Err(classify(url, failure)),
             }
         }
-        let Some(mut response) = response else {
-            return Err(match last_error {
-                Some(error) => classify(url, error),
+        let Some(response) = response else {
+            return Err(match last_failure {
+                Some(failure) => classify(url, failure),
                 None => ScrapeError::Connect {
                     url: url.to_string(),
                 },
@@ -425,42 +604,65 @@ impl Scraper {
                 status: status.as_u16(),
             });
         }
-        // A gzip body is decoded on the fly and loses this header; anything left is an
-        // encoding the scraper did not ask for and cannot read.
-        if let Some(encoding) = response.headers().get(reqwest::header::CONTENT_ENCODING)
-            && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
-        {
-            return Err(ScrapeError::Decode {
-                url: url.to_string(),
-                message: "unsupported content-encoding (only gzip is accepted); serve the \
-                          metrics plain or gzip-compressed"
-                    .to_owned(),
-            });
-        }
+        let gzip = match response.headers().get(http::header::CONTENT_ENCODING) {
+            None => false,
+            Some(encoding) if encoding.as_bytes().eq_ignore_ascii_case(b"identity") => false,
+            Some(encoding) if encoding.as_bytes().eq_ignore_ascii_case(b"gzip") => true,
+            Some(_) => {
+                return Err(ScrapeError::Decode {
+                    url: url.to_string(),
+                    message: "unsupported content-encoding (only gzip is accepted); serve the \
+                              metrics plain or gzip-compressed"
+                        .to_owned(),
+                });
+            }
+        };
         let cap = self.settings.max_body_bytes;
         let too_large = || ScrapeError::TooLarge {
             url: url.to_string(),
             limit_bytes: cap,
         };
-        // Known only for uncompressed bodies (decompression drops the header).
-        let declared = response.content_length();
-        if declared.is_some_and(|n| n > cap as u64) {
+        let corrupt = || ScrapeError::Decode {
+            url: url.to_string(),
+            message: "cannot decompress the gzip body (corrupt or truncated)".to_owned(),
+        };
+        let declared = response
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        // A plain body's length is its size; a gzip body is at least 10 bytes of header smaller
+        // than what it decompresses to, past the smallest bodies.
+        if !gzip && declared.is_some_and(|n| n > cap as u64) {
             return Err(too_large());
         }
-        let initial = declared.map_or(64 * 1024, |n| n as usize).min(cap);
-        let mut body: Vec<u8> = Vec::with_capacity(initial);
-        while let Some(chunk) = response.chunk().await.map_err(|e| classify(url, e))? {
-            if chunk.len() > cap - body.len() {
-                return Err(too_large());
+        let mut sink = if gzip {
+            BodySink::Gzip(Box::new(flate2::write::MultiGzDecoder::new(
+                CappedBody::new(64 * 1024, cap),
+            )))
+        } else {
+            let initial = declared.map_or(64 * 1024, |n| n as usize);
+            BodySink::Plain(CappedBody::new(initial, cap))
+        };
+        let mut body = response.into_body();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                tracing::debug!(target = %url, error = %error_chain(e.as_ref()), "reading the body failed");
+                ScrapeError::Transport {
+                    url: url.to_string(),
+                }
+            })?;
+            if let Some(chunk) = frame.data_ref() {
+                sink.write(chunk).map_err(|e| match e {
+                    SinkError::TooLarge => too_large(),
+                    SinkError::Corrupt => corrupt(),
+                })?;
             }
-            let needed = body.len() + chunk.len();
-            if needed > body.capacity() {
-                // Grow by doubling, but never past the cap.
-                let target = needed.max(body.capacity() * 2).min(cap);
-                body.reserve_exact(target - body.len());
-            }
-            body.extend_from_slice(&chunk);
         }
+        let body = sink.finish().map_err(|e| match e {
+            SinkError::TooLarge => too_large(),
+            SinkError::Corrupt => corrupt(),
+        })?;
         String::from_utf8(body).map_err(|e| ScrapeError::Decode {
             url: url.to_string(),
             message: format!(
@@ -503,17 +705,6 @@ fn host_header(parsed: &reqwest::Url) -> Option<String> {
     })
 }
 
-/// The resolver given to the http client, which is only ever handed checked addresses: a name
-/// reaching it is refused rather than resolved past the policy.
-#[derive(Debug)]
-struct NoResolver;
-
-impl reqwest::dns::Resolve for NoResolver {
-    fn resolve(&self, _name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        Box::pin(async { Err("the scraper resolves and checks target names itself".into()) })
-    }
-}
-
 /// Checks that `url` is an `http://` URL with a host; anything else is a clear error.
 fn check_target(url: &str) -> Result<reqwest::Url, ScrapeError> {
     let invalid = |message: String| ScrapeError::InvalidTarget {
@@ -549,58 +740,25 @@ fn check_target(url: &str) -> Result<reqwest::Url, ScrapeError> {
     Ok(parsed)
 }
 
-/// Sorts a client error into the taxonomy. The cause goes to the debug log only: it can
+/// Sorts a failed request into the taxonomy. The cause goes to the debug log only: it can
 /// tell an open port from a closed one, and the answer must not.
-fn classify(url: &str, error: reqwest::Error) -> ScrapeError {
-    let url_owned = url.to_string();
-    tracing::debug!(target = %url, error = %error_chain(&error), "scrape failed");
-    // The client has no timeout of its own; a connect timeout is a connect failure.
-    if error.is_timeout() || error.is_connect() {
-        return ScrapeError::Connect { url: url_owned };
-    }
-    if error.is_builder() {
-        return ScrapeError::InvalidTarget {
-            url: url_owned,
-            message: "the http client refused the request; expected http://host:port/path"
-                .to_owned(),
-        };
-    }
-    if is_decompression_error(&error) {
-        return ScrapeError::Decode {
-            url: url_owned,
-            message: "cannot decompress the gzip body (corrupt or truncated)".to_owned(),
-        };
-    }
-    ScrapeError::Transport { url: url_owned }
-}
-
-/// Whether a body error came from the gzip decoder rather than the connection: the decoder
-/// reports corrupt or truncated data as an `io::Error`, while a broken connection carries a
-/// hyper error somewhere in the chain (also when it passed through the decoder).
-fn is_decompression_error(error: &reqwest::Error) -> bool {
-    if !(error.is_decode() || error.is_body()) {
-        return false;
-    }
-    let mut source = error.source();
-    let mut saw_io = false;
-    while let Some(e) = source {
-        if e.downcast_ref::<hyper::Error>().is_some() {
-            return false;
+fn classify(url: &str, failure: SendFailure) -> ScrapeError {
+    tracing::debug!(target = %url, error = %failure.cause, "scrape failed");
+    // Connect failures (a connect timeout among them) and broken connections answer alike.
+    if failure.connect {
+        ScrapeError::Connect {
+            url: url.to_string(),
         }
-        saw_io |= e.downcast_ref::<std::io::Error>().is_some();
-        source = e.source();
+    } else {
+        ScrapeError::Transport {
+            url: url.to_string(),
+        }
     }
-    saw_io
 }
 
-/// `kind: cause: cause` with the url left out (the error message names it once already).
-fn error_chain(error: &reqwest::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut top = error.to_string();
-    if let Some(u) = error.url() {
-        top = top.replace(&format!(" for url ({u})"), "");
-    }
-    parts.push(top);
+/// `error: cause: cause`, lowercased, each text once.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = vec![error.to_string()];
     let mut source = error.source();
     while let Some(e) = source {
         let text = e.to_string();
