@@ -152,8 +152,8 @@ pub(crate) struct ServeArgs {
     pub(crate) scrape_proxy_from_env: bool,
 
     /// Open a connection per scrape and have the target close it, instead of keeping one idle
-    /// connection per target (which holds about 80 KB of buffers each): less memory for a
-    /// large fleet, a TCP handshake per scrape more CPU. See RELIABILITY.md for sizing.
+    /// connection per target (an idle connection holds only its socket): fewer open sockets,
+    /// a TCP handshake per scrape more CPU. See RELIABILITY.md for sizing.
     #[arg(long, env = "VLLM_KEDA_SCALER_SCRAPE_CLOSE_CONNECTIONS")]
     pub(crate) scrape_close_connections: bool,
 

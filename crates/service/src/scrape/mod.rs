@@ -1,6 +1,8 @@
 //! Fetching `/metrics` bodies: concurrent, per-target timeout, size cap, gzip.
 //!
-//! Owns: HTTP to the targets (one pooled client), the body size cap and the failure taxonomy
+//! Owns: HTTP to the targets (the scraper's own pooled HTTP/1.1 client, `http1`, whose idle
+//! connections hold no buffers; reqwest when scrapes must follow the proxy variables), the
+//! body size cap and the failure taxonomy
 //! ([`ScrapeError`], whose [`ScrapeError::result_label`] is the `result` label of the scrape
 //! counter). Does not own: which targets to scrape ([`crate::discovery`]), parsing
 //! ([`vllm_keda_core::exposition`]) or what the numbers mean.
@@ -13,6 +15,7 @@
 //! gzip bomb costs at most the cap in memory.
 
 mod error;
+mod http1;
 mod policy;
 
 pub use error::{CONNECTION_FAILED, RESULT_LABELS, ScrapeError, ScrapeResult};
@@ -22,11 +25,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt as _, Empty};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 pub use vllm_keda_core::exposition::{Limit, Limits};
@@ -147,9 +145,9 @@ pub struct ScrapeSettings {
     pub concurrency: Option<Arc<tokio::sync::Semaphore>>,
     /// Open a connection per scrape and ask the target to close it after the response
     /// (`--scrape-close-connections`), instead of keeping it open for the next scrape. An
-    /// idle kept connection holds hyper's read and write buffers and request channel, about
-    /// 35 KB per target; closing costs a TCP handshake per scrape (more CPU) and leaves the
-    /// closed socket's wait state on the target's side.
+    /// idle kept connection holds only its socket (the `http1` client); closing costs a TCP
+    /// handshake per scrape (more CPU) and leaves the closed socket's wait state on the
+    /// target's side.
     pub close_connections: bool,
 }
 
@@ -200,31 +198,81 @@ impl ScrapeOutcome {
     }
 }
 
-/// The read buffer of each scrape connection: hyper's smallest, fixed. A kept connection holds
-/// it while idle; the default adaptive buffer grows to 64 KB on a plain vLLM body (about 50 KB)
-/// and keeps it, the largest per-target cost of a big fleet. Reading a plain body in 8 KB reads
-/// costs a few more system calls; a response head larger than this is refused (a vLLM head is
-/// well under 1 KB).
-pub const READ_BUFFER_BYTES: usize = 8 * 1024;
+/// How long an idle connection to a target is kept for its next scrape.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The HTTP client behind a [`Scraper`].
 #[derive(Debug, Clone)]
 enum HttpClient {
-    /// hyper's pooled client with fixed small read buffers; dials only the addresses the policy
-    /// checked (the default).
-    Direct(Box<hyper_util::client::legacy::Client<HttpConnector, Empty<Bytes>>>),
+    /// The scraper's own HTTP/1.1 client ([`http1`]): an idle connection costs only its
+    /// socket. Dials only the addresses the policy checked (the default).
+    Direct(Arc<http1::Client>),
     /// reqwest, for `--scrape-proxy-from-env`: it honours the proxy variables.
     Proxied(reqwest::Client),
 }
 
-/// Why a request got no response: a connection that could not be made (the next address may
-/// be tried), or anything else. The cause is for the debug log only.
-struct SendFailure {
-    connect: bool,
-    cause: String,
+/// A response whose head has arrived.
+enum Answer {
+    Direct(http1::Response),
+    Proxied(reqwest::Response),
 }
 
-type ScrapeBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+impl Answer {
+    fn status(&self) -> u16 {
+        match self {
+            Self::Direct(response) => response.status,
+            Self::Proxied(response) => response.status().as_u16(),
+        }
+    }
+
+    fn content_encoding(&self) -> Option<&[u8]> {
+        match self {
+            Self::Direct(response) => response.content_encoding.as_deref(),
+            Self::Proxied(response) => response
+                .headers()
+                .get(http::header::CONTENT_ENCODING)
+                .map(http::HeaderValue::as_bytes),
+        }
+    }
+
+    fn content_length(&self) -> Option<u64> {
+        match self {
+            Self::Direct(response) => response.content_length,
+            Self::Proxied(response) => response.content_length(),
+        }
+    }
+
+    /// Reads the whole body into `sink`.
+    async fn read_into(&mut self, sink: &mut BodySink) -> Result<(), BodyFailure> {
+        match self {
+            Self::Direct(response) => {
+                while let Some(chunk) = response
+                    .chunk()
+                    .await
+                    .map_err(|e| BodyFailure::Read(e.cause))?
+                {
+                    sink.write(chunk).map_err(BodyFailure::Sink)?;
+                }
+            }
+            Self::Proxied(response) => {
+                while let Some(chunk) = response
+                    .chunk()
+                    .await
+                    .map_err(|e| BodyFailure::Read(error_chain(&e)))?
+                {
+                    sink.write(&chunk).map_err(BodyFailure::Sink)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+enum BodyFailure {
+    /// The connection broke or the framing was malformed (the cause, for the debug log).
+    Read(String),
+    Sink(SinkError),
+}
 
 impl HttpClient {
     fn new(settings: &ScrapeSettings) -> Result<Self, String> {
@@ -235,7 +283,7 @@ impl HttpClient {
                 .no_gzip()
                 .connect_timeout(settings.timeout)
                 .redirect(reqwest::redirect::Policy::none())
-                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_idle_timeout(IDLE_TIMEOUT)
                 .pool_max_idle_per_host(idle_per_target)
                 .tcp_nodelay(true)
                 .build()
@@ -244,72 +292,83 @@ impl HttpClient {
                 // every scrape says so instead of a panic.
                 .map_err(|e| format!("the http client could not be built: {e}"));
         }
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(settings.timeout));
-        let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(idle_per_target)
-            .pool_timer(TokioTimer::new())
-            .http1_read_buf_exact_size(READ_BUFFER_BYTES)
-            .build(connector);
-        Ok(Self::Direct(Box::new(client)))
+        Ok(Self::Direct(Arc::new(http1::Client::new(
+            settings.timeout,
+            IDLE_TIMEOUT,
+            idle_per_target,
+        ))))
     }
 
-    /// Sends a GET to `uri` (a checked address) with the scraper's headers.
+    /// Sends the scrape of `parsed` to `address` (a checked address of its host).
     async fn get(
         &self,
-        uri: &str,
-        host: Option<&str>,
+        parsed: &reqwest::Url,
+        address: SocketAddr,
         close: bool,
-    ) -> Result<http::Response<ScrapeBody>, SendFailure> {
-        let mut request = http::Request::get(uri)
-            .header(http::header::ACCEPT, ACCEPT_HEADER)
-            .header(http::header::ACCEPT_ENCODING, "gzip")
-            .header(
-                http::header::USER_AGENT,
-                concat!("vllm-keda-scaler/", env!("CARGO_PKG_VERSION")),
-            );
-        if let Some(host) = host {
-            request = request.header(http::header::HOST, host);
-        }
-        if close {
-            // The target closes: its side keeps the closed socket's wait state, not ours.
-            request = request.header(http::header::CONNECTION, "close");
-        }
-        let unusable = |e: &dyn std::error::Error| SendFailure {
-            connect: false,
-            cause: format!("the request could not be built: {e}"),
-        };
+    ) -> Result<Answer, SendFailure> {
+        let host = host_header(parsed);
         match self {
             Self::Direct(client) => {
-                let request = request.body(Empty::new()).map_err(|e| unusable(&e))?;
-                match client.request(request).await {
-                    Ok(response) => {
-                        Ok(response.map(|body| body.map_err(Into::into).boxed_unsync()))
-                    }
-                    Err(e) => Err(SendFailure {
-                        connect: e.is_connect(),
-                        cause: error_chain(&e),
-                    }),
-                }
+                let request = request_head(parsed, &host, close);
+                client
+                    .get(address, request.as_bytes())
+                    .await
+                    .map(Answer::Direct)
+                    .map_err(|e| SendFailure {
+                        connect: e.connect,
+                        cause: e.cause,
+                    })
             }
             Self::Proxied(client) => {
-                let request = request
-                    .body(reqwest::Body::default())
-                    .map_err(|e| unusable(&e))?;
-                let request = reqwest::Request::try_from(request).map_err(|e| unusable(&e))?;
-                match client.execute(request).await {
-                    Ok(response) => Ok(http::Response::from(response)
-                        .map(|body| body.map_err(Into::into).boxed_unsync())),
-                    Err(e) => Err(SendFailure {
+                let mut request = client
+                    .get(pinned_url(parsed, address.ip()))
+                    .header(http::header::HOST, host)
+                    .header(http::header::ACCEPT, ACCEPT_HEADER)
+                    .header(http::header::ACCEPT_ENCODING, "gzip")
+                    .header(http::header::USER_AGENT, USER_AGENT);
+                if close {
+                    request = request.header(http::header::CONNECTION, "close");
+                }
+                request
+                    .send()
+                    .await
+                    .map(Answer::Proxied)
+                    .map_err(|e| SendFailure {
                         connect: e.is_connect() || e.is_timeout(),
                         cause: error_chain(&e),
-                    }),
-                }
+                    })
             }
         }
     }
+}
+
+/// The scraper's `User-Agent`.
+const USER_AGENT: &str = concat!("vllm-keda-scaler/", env!("CARGO_PKG_VERSION"));
+
+/// The request head of a scrape of `parsed`.
+fn request_head(parsed: &reqwest::Url, host: &str, close: bool) -> String {
+    let mut target = parsed.path().to_owned();
+    if let Some(query) = parsed.query() {
+        target.push('?');
+        target.push_str(query);
+    }
+    let connection = if close {
+        // The target closes: its side keeps the closed socket's wait state, not ours.
+        "Connection: close\r\n"
+    } else {
+        ""
+    };
+    format!(
+        "GET {target} HTTP/1.1\r\nHost: {host}\r\nAccept: {ACCEPT_HEADER}\r\n\
+         Accept-Encoding: gzip\r\nUser-Agent: {USER_AGENT}\r\n{connection}\r\n"
+    )
+}
+
+/// Why a request got no response: a connection that could not be made (the next address may
+/// be tried), or anything else. The cause is for the debug log only.
+struct SendFailure {
+    connect: bool,
+    cause: String,
 }
 
 /// A body being read, capped at `cap` bytes after decompression.
@@ -566,19 +625,13 @@ impl Scraper {
             }
         })?;
         let addresses = self.pinned_addresses(url, &parsed).await?;
-        let host = host_header(&parsed);
         let mut response = None;
         let mut last_failure = None;
         // A name with several addresses: the next one when a connection cannot be made (as a
         // client resolving the name itself would).
         for address in addresses {
-            let uri = pinned_url(&parsed, address.ip());
             match client
-                .get(
-                    uri.as_str(),
-                    host.as_deref(),
-                    self.settings.close_connections,
-                )
+                .get(&parsed, address, self.settings.close_connections)
                 .await
             {
                 Ok(answer) => {
@@ -589,7 +642,7 @@ impl Scraper {
                 Err(failure) => return Err(classify(url, failure)),
             }
         }
-        let Some(response) = response else {
+        let Some(mut response) = response else {
             return Err(match last_failure {
                 Some(failure) => classify(url, failure),
                 None => ScrapeError::Connect {
@@ -598,16 +651,16 @@ impl Scraper {
             });
         };
         let status = response.status();
-        if !status.is_success() {
+        if !(200..300).contains(&status) {
             return Err(ScrapeError::HttpStatus {
                 url: url.to_string(),
-                status: status.as_u16(),
+                status,
             });
         }
-        let gzip = match response.headers().get(http::header::CONTENT_ENCODING) {
+        let gzip = match response.content_encoding().map(<[u8]>::trim_ascii) {
             None => false,
-            Some(encoding) if encoding.as_bytes().eq_ignore_ascii_case(b"identity") => false,
-            Some(encoding) if encoding.as_bytes().eq_ignore_ascii_case(b"gzip") => true,
+            Some(encoding) if encoding.eq_ignore_ascii_case(b"identity") => false,
+            Some(encoding) if encoding.eq_ignore_ascii_case(b"gzip") => true,
             Some(_) => {
                 return Err(ScrapeError::Decode {
                     url: url.to_string(),
@@ -626,11 +679,7 @@ impl Scraper {
             url: url.to_string(),
             message: "cannot decompress the gzip body (corrupt or truncated)".to_owned(),
         };
-        let declared = response
-            .headers()
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+        let declared = response.content_length();
         // A plain body's length is its size; a gzip body is at least 10 bytes of header smaller
         // than what it decompresses to, past the smallest bodies.
         if !gzip && declared.is_some_and(|n| n > cap as u64) {
@@ -644,21 +693,16 @@ impl Scraper {
             let initial = declared.map_or(64 * 1024, |n| n as usize);
             BodySink::Plain(CappedBody::new(initial, cap))
         };
-        let mut body = response.into_body();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| {
-                tracing::debug!(target = %url, error = %error_chain(e.as_ref()), "reading the body failed");
+        response.read_into(&mut sink).await.map_err(|e| match e {
+            BodyFailure::Read(cause) => {
+                tracing::debug!(target = %url, error = %cause, "reading the body failed");
                 ScrapeError::Transport {
                     url: url.to_string(),
                 }
-            })?;
-            if let Some(chunk) = frame.data_ref() {
-                sink.write(chunk).map_err(|e| match e {
-                    SinkError::TooLarge => too_large(),
-                    SinkError::Corrupt => corrupt(),
-                })?;
             }
-        }
+            BodyFailure::Sink(SinkError::TooLarge) => too_large(),
+            BodyFailure::Sink(SinkError::Corrupt) => corrupt(),
+        })?;
         let body = sink.finish().map_err(|e| match e {
             SinkError::TooLarge => too_large(),
             SinkError::Corrupt => corrupt(),
@@ -694,15 +738,14 @@ fn pinned_url(parsed: &reqwest::Url, ip: IpAddr) -> reqwest::Url {
     pinned
 }
 
-/// The `Host` header for a name target (the request itself goes to the checked address).
-fn host_header(parsed: &reqwest::Url) -> Option<String> {
-    let Some(Err(name)) = url_host(parsed) else {
-        return None;
-    };
-    Some(match parsed.port() {
-        Some(port) => format!("{name}:{port}"),
-        None => name.to_owned(),
-    })
+/// The `Host` header: the url's host as written (a name, an address, `[v6]`) and its port if
+/// it names one. The request itself goes to the checked address.
+fn host_header(parsed: &reqwest::Url) -> String {
+    let host = parsed.host_str().unwrap_or_default();
+    match parsed.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    }
 }
 
 /// Checks that `url` is an `http://` URL with a host; anything else is a clear error.
