@@ -8,7 +8,8 @@
 //! - [`check`]: one-shot signal report from two scrapes.
 //! - [`demo`]: an emulated fleet, the real scaler over gRPC and a KEDA/HPA stand-in in one
 //!   process.
-//! - [`trace`]: request trace files; [`plot`]: SVG charts.
+//! - [`trace`]: request trace files (the `vllm-keda-trace` crate, re-exported); [`plot`]: SVG
+//!   charts.
 
 pub mod check;
 pub mod demo;
@@ -16,4 +17,4 @@ pub mod keda;
 pub mod loadtest;
 pub mod plot;
 pub mod simulate;
-pub mod trace;
+pub use vllm_keda_trace as trace;
