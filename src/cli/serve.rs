@@ -139,7 +139,8 @@ pub(crate) struct ServeArgs {
     pub(crate) deny_targets: Vec<Cidr>,
 
     /// Scrape only these ports (comma-separated, like 8000,9400). Unset: any port but the
-    /// scaler's own.
+    /// scaler's own and the Kubernetes control plane's (kubelet 10250 and 10255, API server
+    /// 6443, etcd 2379 and 2380); listing one of those opens it.
     #[arg(
         long,
         env = "VLLM_KEDA_SCALER_ALLOW_TARGET_PORTS",

@@ -19,7 +19,9 @@ mod http1;
 mod policy;
 
 pub use error::{CONNECTION_FAILED, RESULT_LABELS, ScrapeError, ScrapeResult};
-pub use policy::{Cidr, DEFAULT_RULES, DefaultRule, OwnListener, Refusal, TargetPolicy};
+pub use policy::{
+    CONTROL_PLANE_PORTS, Cidr, DEFAULT_RULES, DefaultRule, OwnListener, Refusal, TargetPolicy,
+};
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -9,7 +9,9 @@
 //! (`2130706433` and `0x7f.1` are both `127.0.0.1`).
 //!
 //! The rules, in order:
-//! 1. `--allow-target-ports`, when given: the port must be listed.
+//! 1. `--allow-target-ports`, when given: the port must be listed. When not given, the
+//!    Kubernetes control-plane ports ([`CONTROL_PLANE_PORTS`]: the kubelet's API and read-only
+//!    ports, the API server, etcd) are refused on every address; listing one opens it.
 //! 2. `--deny-targets`: an address inside one of these is refused.
 //! 3. The scaler's own listeners: its gRPC and admin ports on any of its own addresses are
 //!    refused (no flag opens them).
@@ -202,6 +204,18 @@ pub struct OwnListener {
     pub what: &'static str,
 }
 
+/// The ports refused on every address unless `--allow-target-ports` lists them: a tenant must
+/// not point the scaler at a node's kubelet (10250, and the read-only 10255 that serves pod
+/// lists and metrics over plain http), the API server (6443) or etcd (2379, 2380). vLLM serves
+/// its metrics on its API port (8000 by default) and DCGM's exporter on 9400.
+pub const CONTROL_PLANE_PORTS: [(u16, &str); 5] = [
+    (10250, "the kubelet API"),
+    (10255, "the kubelet read-only API"),
+    (6443, "the Kubernetes API server"),
+    (2379, "etcd clients"),
+    (2380, "etcd peers"),
+];
+
 /// The target policy; see the module docs. The default refuses the [`DEFAULT_RULES`] and
 /// allows everything else.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -243,6 +257,19 @@ impl TargetPolicy {
             return Err(refuse(
                 format!("--allow-target-ports ({})", join(&self.ports)),
                 format!("add {port} to --allow-target-ports to allow it"),
+            ));
+        }
+        if self.ports.is_empty()
+            && let Some((_, what)) = CONTROL_PLANE_PORTS.iter().find(|(p, _)| *p == port)
+        {
+            return Err(refuse(
+                format!(
+                    "the built-in rule refusing Kubernetes control-plane ports ({what}, port {port})"
+                ),
+                format!(
+                    "point the ScaledObject at the pods' metrics port, or list {port} in \
+                     --allow-target-ports to allow it"
+                ),
             ));
         }
         let ip = address.ip().to_canonical();
@@ -428,6 +455,29 @@ mod tests {
         assert!(refused(&link_local, "169.254.169.254:80").contains("cloud metadata"));
         let metadata = TargetPolicy::allowing(["169.254.169.254".parse().unwrap()]);
         assert!(metadata.check(addr("169.254.169.254:80")).is_ok());
+    }
+
+    #[test]
+    fn control_plane_ports_are_refused_unless_listed() {
+        let policy = TargetPolicy::default();
+        for (port, what) in CONTROL_PLANE_PORTS {
+            let address: SocketAddr = format!("10.0.0.5:{port}").parse().unwrap();
+            let e = policy.check(address).unwrap_err().to_string();
+            assert!(e.contains(what), "{e}");
+            assert!(
+                e.contains(&format!("list {port} in --allow-target-ports")),
+                "{e}"
+            );
+        }
+        assert!(policy.check("10.0.0.5:8000".parse().unwrap()).is_ok());
+        assert!(policy.check("10.0.0.5:9400".parse().unwrap()).is_ok());
+        // Listing the port opens it (and the listed ports alone).
+        let listed = TargetPolicy {
+            ports: vec![10255],
+            ..TargetPolicy::default()
+        };
+        assert!(listed.check("10.0.0.5:10255".parse().unwrap()).is_ok());
+        assert!(listed.check("10.0.0.5:10250".parse().unwrap()).is_err());
     }
 
     #[test]
