@@ -236,7 +236,7 @@ async fn metadata_and_link_local_addresses_are_refused_before_any_connection() {
             "http://100.100.100.200/latest/meta-data/",
             "http://168.63.129.16/machine",
             "http://169.254.170.2/v2/credentials",
-            "http://[fe80::1]:10250/pods",
+            "http://[fe80::1]:8000/metrics",
             "http://[64:ff9b::a9fe:a9fe]/latest/",
         ]
         .map(String::from)
@@ -258,6 +258,32 @@ async fn metadata_and_link_local_addresses_are_refused_before_any_connection() {
                 text.contains("metadata") || text.contains("link-local") || text.contains("Azure"),
                 "{text}"
             );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_kubelet_port_is_refused_before_any_connection_even_with_every_address_allowed() {
+    within(20, async {
+        // The port rule refuses before any connection, whatever --allow-targets opens (without
+        // it, the loopback address would be dialled and fail as a connect error).
+        let settings = ScrapeSettings {
+            policy: Arc::new(vllm_keda_service::scrape::TargetPolicy::allowing([
+                "0.0.0.0/0".parse().unwrap(),
+                "127.0.0.0/8".parse().unwrap(),
+            ])),
+            ..ScrapeSettings::default()
+        };
+        let urls = [
+            "http://127.0.0.1:10255/pods".to_owned(),
+            "http://10.0.0.7:10250/metrics".to_owned(),
+        ];
+        for outcome in Scraper::new(settings).scrape_all(&urls).await {
+            assert_eq!(outcome.result_label(), "refused", "{outcome:?}");
+            let text = error_text(&outcome);
+            assert!(text.contains("control-plane ports"), "{text}");
+            assert!(text.contains("--allow-target-ports"), "{text}");
         }
     })
     .await;
