@@ -109,6 +109,13 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) tls_client_ca_file: Option<std::path::PathBuf>,
 
+    /// Serve the admin port over TLS too, with --tls-cert-file and --tls-key-file. With
+    /// --tls-client-ca-file a client may present a certificate signed by that CA, which
+    /// `--debug-endpoints certificate` requires for /debug; /livez, /readyz and /metrics need
+    /// none (probes over HTTPS present none).
+    #[arg(long, env = "VLLM_KEDA_SCALER_ADMIN_TLS", requires = "tls_cert_file")]
+    pub(crate) admin_tls: bool,
+
     /// Resolve `service` metadata names from this hosts(5) file instead of DNS (local runs:
     /// pods on 127.0.0.x come and go by editing the file).
     #[arg(long, env = "VLLM_KEDA_SCALER_HOSTS_FILE")]
@@ -201,7 +208,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "VLLM_KEDA_SCALER_SERVICE_NAMESPACE_ONLY")]
     pub(crate) service_namespace_only: bool,
 
-    /// Who may read /debug on the admin port: off, loopback (port-forward or exec) or on.
+    /// Who may read /debug on the admin port: off, loopback (port-forward or exec), on, or
+    /// certificate (clients presenting a certificate signed by --tls-client-ca-file over
+    /// --admin-tls).
     #[arg(
         long,
         env = "VLLM_KEDA_SCALER_DEBUG_ENDPOINTS",
@@ -309,6 +318,7 @@ impl From<ServeArgs> for ServeConfig {
                 idle_timeout: args.http_idle_timeout_seconds,
             },
             grpc_max_streams_per_connection: args.grpc_max_streams_per_connection,
+            admin_tls: args.admin_tls,
             tls: match (args.tls_cert_file, args.tls_key_file) {
                 (Some(cert), Some(key)) => Some(TlsFiles {
                     cert,

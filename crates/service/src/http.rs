@@ -8,7 +8,9 @@
 //!
 //! `/debug` shows every namespace's ScaledObjects, targets and errors, so by default only
 //! loopback peers (`kubectl port-forward`, `kubectl exec`) may read it; `/livez`, `/readyz` and
-//! `/metrics` answer everyone.
+//! `/metrics` answer everyone. With `--admin-tls` the port speaks TLS with the gRPC port's
+//! certificate, and `--debug-endpoints certificate` opens `/debug` to clients whose
+//! certificate chains to `--tls-client-ca-file` (and to no one else, loopback included).
 
 use std::future::Future as _;
 use std::net::SocketAddr;
@@ -53,6 +55,9 @@ pub enum DebugAccess {
     Loopback,
     /// Every peer that reaches the admin port.
     On,
+    /// Peers presenting a client certificate that chains to `--tls-client-ca-file`, over the
+    /// admin port's TLS (`--admin-tls`); others get 403.
+    Certificate,
 }
 
 impl std::str::FromStr for DebugAccess {
@@ -63,8 +68,9 @@ impl std::str::FromStr for DebugAccess {
             "off" => Ok(Self::Off),
             "loopback" => Ok(Self::Loopback),
             "on" => Ok(Self::On),
+            "certificate" => Ok(Self::Certificate),
             other => Err(format!(
-                "{other:?} is not a debug access mode; expected off, loopback or on"
+                "{other:?} is not a debug access mode; expected off, loopback, on or certificate"
             )),
         }
     }
@@ -100,14 +106,32 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// The admin router for a peer that may not read `/debug`: it answers `status` there with why.
-fn router_without_debug(state: AdminState, status: StatusCode) -> Router {
+/// Why `/debug` refused a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DebugRefusal {
+    Off,
+    NotLoopback,
+    NoCertificate,
+}
+
+/// The admin router for a peer that may not read `/debug`: it answers there with why.
+fn router_without_debug(state: AdminState, refusal: DebugRefusal) -> Router {
     let refuse = move || async move {
-        let message = if status == StatusCode::FORBIDDEN {
-            "/debug answers loopback peers only (kubectl port-forward or exec); start the scaler \
-             with --debug-endpoints on to open it to every peer that reaches this port"
-        } else {
-            "/debug is off; start the scaler with --debug-endpoints loopback or on"
+        let (status, message) = match refusal {
+            DebugRefusal::NotLoopback => (
+                StatusCode::FORBIDDEN,
+                "/debug answers loopback peers only (kubectl port-forward or exec); start the \
+                 scaler with --debug-endpoints on to open it to every peer that reaches this port",
+            ),
+            DebugRefusal::NoCertificate => (
+                StatusCode::FORBIDDEN,
+                "/debug answers clients presenting a certificate signed by the scaler's \
+                 --tls-client-ca-file; connect with one",
+            ),
+            DebugRefusal::Off => (
+                StatusCode::NOT_FOUND,
+                "/debug is off; start the scaler with --debug-endpoints loopback, on or certificate",
+            ),
         };
         (status, Json(serde_json::json!({ "error": message })))
     };
@@ -128,17 +152,23 @@ fn public_routes() -> Router<AdminState> {
 /// finish. Each connection gets [`AdminOptions::header_read_timeout`] for every request head
 /// and is closed after [`AdminOptions::idle_timeout`] without traffic, so connections that
 /// open and go quiet do not pile up.
+///
+/// With `tls`, each connection first completes its TLS handshake (bounded by
+/// [`crate::tls::HANDSHAKE_TIMEOUT`]); whether the client presented a verified certificate
+/// decides `/debug` under [`DebugAccess::Certificate`].
 pub async fn serve_admin(
     listener: tokio::net::TcpListener,
     state: AdminState,
     options: AdminOptions,
+    tls: Option<Arc<crate::tls::ReloadingConfig>>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
     let full = router(state.clone());
     let limited = match options.debug {
         DebugAccess::On => full.clone(),
-        DebugAccess::Loopback => router_without_debug(state, StatusCode::FORBIDDEN),
-        DebugAccess::Off => router_without_debug(state, StatusCode::NOT_FOUND),
+        DebugAccess::Loopback => router_without_debug(state, DebugRefusal::NotLoopback),
+        DebugAccess::Certificate => router_without_debug(state, DebugRefusal::NoCertificate),
+        DebugAccess::Off => router_without_debug(state, DebugRefusal::Off),
     };
     let tracker = tokio_util::task::TaskTracker::new();
     loop {
@@ -155,36 +185,98 @@ pub async fn serve_admin(
             },
         };
         let _ = stream.set_nodelay(true);
-        let app = if options.debug == DebugAccess::Loopback && is_loopback(peer) {
-            full.clone()
-        } else {
-            limited.clone()
-        };
+        let stream = IdleTimeout::new(stream, options.idle_timeout);
         let shutdown = shutdown.clone();
+        let (full, limited, tls) = (full.clone(), limited.clone(), tls.clone());
         tracker.spawn(async move {
-            let io = hyper_util::rt::TokioIo::new(IdleTimeout::new(stream, options.idle_timeout));
-            let service = hyper_util::service::TowerToHyperService::new(app);
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(options.header_read_timeout);
-            let connection = builder.serve_connection(io, service);
-            let mut connection = std::pin::pin!(connection);
-            let result = tokio::select! {
-                result = connection.as_mut() => result,
-                _ = shutdown.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
+            let Some(config) = tls else {
+                let app = if options.debug == DebugAccess::Loopback && is_loopback(peer) {
+                    full
+                } else {
+                    limited
+                };
+                serve_connection(
+                    hyper_util::rt::TokioIo::new(stream),
+                    app,
+                    options,
+                    peer,
+                    shutdown,
+                )
+                .await;
+                return;
+            };
+            let acceptor = tokio_rustls::TlsAcceptor::from(config.current());
+            let handshake =
+                tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+            let (result, stream) = match handshake {
+                Ok(Ok(stream)) => ("ok", Some(stream)),
+                Ok(Err(error)) => {
+                    tracing::debug!(peer = %peer, error = %error, "admin TLS handshake failed");
+                    ("failed", None)
+                }
+                Err(_) => {
+                    tracing::debug!(peer = %peer, "admin TLS handshake timed out");
+                    ("timed_out", None)
                 }
             };
-            if let Err(error) = result {
-                tracing::debug!(peer = %peer, error = %error, "admin connection ended");
-            }
+            crate::telemetry::Metrics::count_tls(&config.metrics().tls_handshakes, result);
+            let Some(stream) = stream else {
+                return;
+            };
+            // rustls has verified a certificate the client presented; none presented is allowed
+            // on this port.
+            let certified = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .is_some_and(|chain| !chain.is_empty());
+            let app = match options.debug {
+                DebugAccess::Loopback if is_loopback(peer) => full,
+                DebugAccess::Certificate if certified => full,
+                _ => limited,
+            };
+            serve_connection(
+                hyper_util::rt::TokioIo::new(stream),
+                app,
+                options,
+                peer,
+                shutdown,
+            )
+            .await;
         });
     }
     tracker.close();
     tracker.wait().await;
     Ok(())
+}
+
+/// Serves one admin connection until it ends, or drains it when `shutdown` is cancelled.
+async fn serve_connection<I>(
+    io: I,
+    app: Router,
+    options: AdminOptions,
+    peer: SocketAddr,
+    shutdown: tokio_util::sync::CancellationToken,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(options.header_read_timeout);
+    let connection = builder.serve_connection(io, service);
+    let mut connection = std::pin::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        _ = shutdown.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(error) = result {
+        tracing::debug!(peer = %peer, error = %error, "admin connection ended");
+    }
 }
 
 fn is_loopback(peer: SocketAddr) -> bool {
@@ -520,7 +612,7 @@ mod tests {
 
     #[tokio::test]
     async fn peers_off_loopback_get_403_naming_the_flag_and_still_reach_metrics() {
-        let app = router_without_debug(state(), StatusCode::FORBIDDEN);
+        let app = router_without_debug(state(), DebugRefusal::NotLoopback);
         let (status, body) = get(app.clone(), "/debug/scaledobjects/ns/name").await;
         assert_eq!(status, 403);
         assert!(body.contains("--debug-endpoints on"), "{body}");
@@ -537,11 +629,15 @@ mod tests {
         assert!(is_loopback("[::1]:1".parse().unwrap()));
         assert!(!is_loopback("10.0.0.1:1".parse().unwrap()));
         assert_eq!("off".parse::<DebugAccess>(), Ok(DebugAccess::Off));
+        assert_eq!(
+            "certificate".parse::<DebugAccess>(),
+            Ok(DebugAccess::Certificate)
+        );
         assert!(
             "maybe"
                 .parse::<DebugAccess>()
                 .unwrap_err()
-                .contains("off, loopback or on")
+                .contains("off, loopback, on or certificate")
         );
     }
 }

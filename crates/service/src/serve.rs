@@ -43,6 +43,10 @@ pub struct ServeOptions {
     pub kube_api: KubeApi,
     /// The admin port's `/debug` access and connection timeouts.
     pub admin: AdminOptions,
+    /// Serve the admin port over TLS with [`ServeOptions::tls`]'s files (`--admin-tls`); with a
+    /// client CA, a client may present a certificate, which opens `/debug` under
+    /// [`crate::http::DebugAccess::Certificate`]. Its handshakes count with the gRPC port's.
+    pub admin_tls: bool,
     /// Concurrent HTTP/2 streams per gRPC connection (`--grpc-max-streams-per-connection`):
     /// bounds the `StreamIsActive` streams one client can hold open.
     pub grpc_max_streams_per_connection: u32,
@@ -74,6 +78,7 @@ impl Default for ServeOptions {
             // The library's default never reaches for a cluster; `serve` defaults to `auto`.
             kube_api: KubeApi::Off,
             admin: AdminOptions::default(),
+            admin_tls: false,
             grpc_max_streams_per_connection: DEFAULT_GRPC_MAX_STREAMS_PER_CONNECTION,
             grpc_preface_timeout: Duration::from_secs(10),
         }
@@ -154,6 +159,29 @@ pub async fn start(
         )),
         None => None,
     };
+    let admin_tls = match (&options.tls, options.admin_tls) {
+        (_, false) => None,
+        (None, true) => anyhow::bail!(
+            "--admin-tls serves the admin port with the gRPC port's certificate: give \
+             --tls-cert-file and --tls-key-file too"
+        ),
+        (Some(files), true) => Some(Arc::new(
+            ReloadingConfig::for_port(files.clone(), tls::TlsPort::Admin, metrics.clone())
+                .context("setting up TLS for the admin port")?,
+        )),
+    };
+    if options.admin.debug == crate::http::DebugAccess::Certificate
+        && options
+            .tls
+            .as_ref()
+            .is_none_or(|t| t.client_ca.is_none() || !options.admin_tls)
+    {
+        anyhow::bail!(
+            "--debug-endpoints certificate opens /debug to clients with a certificate signed \
+             by --tls-client-ca-file over the admin port's TLS: give --admin-tls, \
+             --tls-cert-file, --tls-key-file and --tls-client-ca-file too"
+        );
+    }
     let mut control = options.control.clone();
     if control.kube.is_none() {
         control.kube = KubeClient::connect(&options.kube_api).await?;
@@ -202,7 +230,13 @@ pub async fn start(
         loops: loops.clone(),
         ready: ready.clone(),
     };
-    let http_server = crate::http::serve_admin(http, admin_state, options.admin, shutdown.clone());
+    let http_server = crate::http::serve_admin(
+        http,
+        admin_state,
+        options.admin,
+        admin_tls,
+        shutdown.clone(),
+    );
 
     let mut grpc_task = tokio::spawn(grpc_server);
     let mut http_task = tokio::spawn(http_server);

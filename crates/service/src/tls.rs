@@ -1,5 +1,5 @@
-//! TLS for the gRPC port (KEDA's `enableTLS`), with certificates reloaded when their files
-//! change.
+//! TLS for the gRPC port (KEDA's `enableTLS`) and, with `--admin-tls`, the admin port, with
+//! certificates reloaded when their files change.
 //!
 //! Owns: reading the PEM files into a rustls server configuration (server certificate and key,
 //! and, for mutual TLS, the CA that client certificates must chain to), checking the files for
@@ -38,6 +38,19 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Shortest time between two checks of the files for changes.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Which port a configuration serves: the protocol it negotiates and whether a client
+/// certificate is required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsPort {
+    /// gRPC (ALPN `h2`); with a client CA, every client must present a certificate that
+    /// chains to it.
+    Grpc,
+    /// The admin port (ALPN `http/1.1`); with a client CA, a client may present a certificate,
+    /// which must then chain to it (kubelet probes present none), and the admin routes decide
+    /// what a client without one may read.
+    Admin,
+}
 
 /// The PEM files of the gRPC port's TLS configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +139,11 @@ fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 /// Reads and checks the files into a server configuration speaking HTTP/2 (ALPN `h2`), as
 /// gRPC clients require.
 pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
+    load_for(files, TlsPort::Grpc)
+}
+
+/// Reads and checks the files into a server configuration for `port`.
+pub fn load_for(files: &TlsFiles, port: TlsPort) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config_error = |problem: String| TlsError::Config {
         cert: files.cert.clone(),
@@ -149,16 +167,22 @@ pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
                     expected: "the PEM certificate(s) of the CA that signs KEDA's client certificate",
                 })?;
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
-                .build()
-                .map_err(|e| config_error(e.to_string()))?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots.into(), provider);
+            let verifier = match port {
+                TlsPort::Grpc => verifier,
+                TlsPort::Admin => verifier.allow_unauthenticated(),
+            };
+            let verifier = verifier.build().map_err(|e| config_error(e.to_string()))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
     let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| config_error(e.to_string()))?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = vec![match port {
+        TlsPort::Grpc => b"h2".to_vec(),
+        TlsPort::Admin => b"http/1.1".to_vec(),
+    }];
     Ok(Arc::new(config))
 }
 
@@ -178,6 +202,7 @@ fn stamp(files: &TlsFiles) -> Stamp {
 #[derive(Debug)]
 pub struct ReloadingConfig {
     files: TlsFiles,
+    port: TlsPort,
     metrics: Arc<Metrics>,
     current: RwLock<Arc<ServerConfig>>,
     checked: Mutex<(Instant, Stamp)>,
@@ -187,10 +212,20 @@ impl ReloadingConfig {
     /// Loads the files; fails (naming the file) when they cannot be used. Later reloads are
     /// counted in `metrics`.
     pub fn new(files: TlsFiles, metrics: Arc<Metrics>) -> Result<Self, TlsError> {
+        Self::for_port(files, TlsPort::Grpc, metrics)
+    }
+
+    /// [`ReloadingConfig::new`] for `port`.
+    pub fn for_port(
+        files: TlsFiles,
+        port: TlsPort,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, TlsError> {
         let before = stamp(&files);
-        let config = load(&files)?;
+        let config = load_for(&files, port)?;
         Ok(Self {
             files,
+            port,
             metrics,
             current: RwLock::new(config),
             checked: Mutex::new((Instant::now(), before)),
@@ -206,6 +241,11 @@ impl ReloadingConfig {
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
+    }
+
+    /// The metrics that count handshakes and reloads.
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Checks the files now (ignoring the once-a-second limit); true when a new configuration
@@ -228,13 +268,17 @@ impl ReloadingConfig {
             return false;
         }
         checked.1 = now;
-        match load(&self.files) {
+        match load_for(&self.files, self.port) {
             Ok(config) => {
                 *self
                     .current
                     .write()
                     .unwrap_or_else(|poisoned| poisoned.into_inner()) = config;
-                tracing::info!(cert = %self.files.cert.display(), "TLS certificates reloaded");
+                tracing::info!(
+                    cert = %self.files.cert.display(),
+                    port = ?self.port,
+                    "TLS certificates reloaded"
+                );
                 Metrics::count_tls(&self.metrics.tls_reloads, "ok");
                 true
             }

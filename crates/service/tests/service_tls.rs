@@ -339,3 +339,127 @@ async fn unusable_tls_files_stop_the_start_with_the_file_named() {
     assert!(error.contains("--tls-key-file"), "{error}");
     assert!(error.contains("tls.key"), "{error}");
 }
+
+/// `GET path` on the admin port over TLS trusting `ca`, presenting `identity` when given: the
+/// status code, or the handshake or connection error.
+async fn admin_get(
+    server: &Server,
+    ca: &str,
+    identity: Option<&Pair>,
+    path: &str,
+) -> Result<u16, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.as_bytes()).unwrap())
+        .unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let config = match identity {
+        Some(pair) => builder
+            .with_client_auth_cert(
+                vec![CertificateDer::from_pem_slice(pair.cert.as_bytes()).unwrap()],
+                PrivateKeyDer::from_pem_slice(pair.key.as_bytes()).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let tcp = tokio::net::TcpStream::connect(server.http_addr())
+        .await
+        .map_err(|e| e.to_string())?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let mut stream = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    stream
+        .read_to_end(&mut answer)
+        .await
+        .map_err(|e| e.to_string())?;
+    let head = String::from_utf8_lossy(&answer);
+    head.split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("no status line in {head:?}"))
+}
+
+#[tokio::test]
+async fn admin_tls_opens_debug_to_client_certificates_only_and_probes_need_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("scaler test CA");
+    let other = Ca::new("another CA");
+    let server_pair = ca.server();
+    let files = TlsFiles {
+        cert: write(dir.path(), "tls.crt", &server_pair.cert),
+        key: write(dir.path(), "tls.key", &server_pair.key),
+        client_ca: Some(write(dir.path(), "ca.crt", &ca.pem())),
+    };
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut options = ServeOptions {
+        tls: Some(files),
+        admin_tls: true,
+        ..ServeOptions::loopback()
+    };
+    options.admin.debug = vllm_keda_service::http::DebugAccess::Certificate;
+    let server = serve::start(grpc, http, options).await.unwrap();
+    let (client, stranger) = (ca.client(), other.client());
+    let debug = "/debug/scaledobjects";
+
+    // Probes and Prometheus need no certificate.
+    assert_eq!(admin_get(&server, &ca.pem(), None, "/livez").await, Ok(200));
+    assert_eq!(
+        admin_get(&server, &ca.pem(), None, "/metrics").await,
+        Ok(200)
+    );
+    // /debug: a certificate from the client CA opens it; none is refused, from loopback too.
+    assert_eq!(
+        admin_get(&server, &ca.pem(), Some(&client), debug).await,
+        Ok(200)
+    );
+    assert_eq!(admin_get(&server, &ca.pem(), None, debug).await, Ok(403));
+    // A certificate from another CA fails the handshake.
+    assert!(
+        admin_get(&server, &ca.pem(), Some(&stranger), debug)
+            .await
+            .is_err()
+    );
+    // The gRPC port still requires its client certificate.
+    assert!(spec_works(&server, &ca.pem(), Some(&client)).await);
+    assert!(!spec_works(&server, &ca.pem(), None).await);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn admin_tls_and_certificate_access_need_their_files() {
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let options = ServeOptions {
+        admin_tls: true,
+        ..ServeOptions::loopback()
+    };
+    let error = serve::start(grpc, http, options).await.err().unwrap();
+    assert!(error.to_string().contains("--tls-cert-file"), "{error}");
+
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut options = ServeOptions::loopback();
+    options.admin.debug = vllm_keda_service::http::DebugAccess::Certificate;
+    let error = serve::start(grpc, http, options).await.err().unwrap();
+    assert!(error.to_string().contains("--admin-tls"), "{error}");
+}
