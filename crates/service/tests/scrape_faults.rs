@@ -358,6 +358,24 @@ async fn gzip_bodies_are_accepted_and_headers_ask_for_text_format() {
 }
 
 #[tokio::test]
+async fn without_compression_no_gzip_is_asked_for() {
+    within(10, async {
+        let body = healthy_body("plain");
+        let server = serve(Behavior::Body(body.clone())).await;
+        let settings = ScrapeSettings {
+            compression: false,
+            ..settings(5000, MIB)
+        };
+        let out = beside_healthy_url(server.url(), settings).await;
+        assert_eq!(out.result.as_deref().unwrap().as_bytes(), &body[..]);
+        let head = server.requests.lock().unwrap()[0].to_lowercase();
+        assert!(head.contains("accept: text/plain;version=0.0.4"), "{head}");
+        assert!(!head.contains("accept-encoding"), "{head}");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn ten_thousand_series_body_succeeds() {
     within(30, async {
         let body = scrape_support::many_series_body(10_000);

@@ -151,6 +151,11 @@ pub struct ScrapeSettings {
     /// handshake per scrape (more CPU) and leaves the closed socket's wait state on the
     /// target's side.
     pub close_connections: bool,
+    /// Ask targets for gzip-compressed bodies (the default; `--scrape-disable-compression`
+    /// turns it off, like Prometheus's `enable_compression: false`). Compressed, a vLLM body
+    /// is about a tenth of the bytes on the wire, at the price of compressing in the pod and
+    /// decompressing here (about 80 us of the scaler's CPU per 53 KB body).
+    pub compression: bool,
 }
 
 impl Default for ScrapeSettings {
@@ -164,6 +169,7 @@ impl Default for ScrapeSettings {
             max_targets: DEFAULT_MAX_TARGETS,
             concurrency: None,
             close_connections: false,
+            compression: true,
         }
     }
 }
@@ -306,12 +312,13 @@ impl HttpClient {
         &self,
         parsed: &reqwest::Url,
         address: SocketAddr,
-        close: bool,
+        settings: &ScrapeSettings,
     ) -> Result<Answer, SendFailure> {
         let host = host_header(parsed);
+        let close = settings.close_connections;
         match self {
             Self::Direct(client) => {
-                let request = request_head(parsed, &host, close);
+                let request = request_head(parsed, &host, close, settings.compression);
                 client
                     .get(address, request.as_bytes())
                     .await
@@ -326,8 +333,10 @@ impl HttpClient {
                     .get(pinned_url(parsed, address.ip()))
                     .header(http::header::HOST, host)
                     .header(http::header::ACCEPT, ACCEPT_HEADER)
-                    .header(http::header::ACCEPT_ENCODING, "gzip")
                     .header(http::header::USER_AGENT, USER_AGENT);
+                if settings.compression {
+                    request = request.header(http::header::ACCEPT_ENCODING, "gzip");
+                }
                 if close {
                     request = request.header(http::header::CONNECTION, "close");
                 }
@@ -348,7 +357,7 @@ impl HttpClient {
 const USER_AGENT: &str = concat!("vllm-keda-scaler/", env!("CARGO_PKG_VERSION"));
 
 /// The request head of a scrape of `parsed`.
-fn request_head(parsed: &reqwest::Url, host: &str, close: bool) -> String {
+fn request_head(parsed: &reqwest::Url, host: &str, close: bool, compression: bool) -> String {
     let mut target = parsed.path().to_owned();
     if let Some(query) = parsed.query() {
         target.push('?');
@@ -360,9 +369,14 @@ fn request_head(parsed: &reqwest::Url, host: &str, close: bool) -> String {
     } else {
         ""
     };
+    let encoding = if compression {
+        "Accept-Encoding: gzip\r\n"
+    } else {
+        ""
+    };
     format!(
         "GET {target} HTTP/1.1\r\nHost: {host}\r\nAccept: {ACCEPT_HEADER}\r\n\
-         Accept-Encoding: gzip\r\nUser-Agent: {USER_AGENT}\r\n{connection}\r\n"
+         {encoding}User-Agent: {USER_AGENT}\r\n{connection}\r\n"
     )
 }
 
@@ -632,10 +646,7 @@ impl Scraper {
         // A name with several addresses: the next one when a connection cannot be made (as a
         // client resolving the name itself would).
         for address in addresses {
-            match client
-                .get(&parsed, address, self.settings.close_connections)
-                .await
-            {
+            match client.get(&parsed, address, &self.settings).await {
                 Ok(answer) => {
                     response = Some(answer);
                     break;
