@@ -859,3 +859,39 @@ impl<'e> Builder<'e> {
 fn same_count(count: f64, inf: f64) -> bool {
     count == inf || (count - inf).abs() <= 1e-9 * count.abs().max(inf.abs())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exposition;
+
+    fn snapshot(body: &str) -> Result<PodSnapshot, SnapshotError> {
+        let parsed = exposition::parse(body).expect("the test body parses");
+        PodSnapshot::from_exposition(&parsed, None)
+    }
+
+    #[test]
+    fn an_unlabelled_histogram_child_right_after_a_labelled_one_is_its_own_child() {
+        // The fast path matches a sample to the previous child by that child's labels: a child
+        // remembered without them would take the unlabelled samples that follow as its own
+        // (a second `+Inf` bucket, a second `_count`) and refuse a valid body.
+        let body = "\
+vllm:num_requests_waiting 1
+vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"1.0\"} 2
+vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\"} 3
+vllm:e2e_request_latency_seconds_count{engine=\"0\"} 3
+vllm:e2e_request_latency_seconds_sum{engine=\"0\"} 2
+vllm:e2e_request_latency_seconds_bucket{le=\"1.0\"} 4
+vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 5
+vllm:e2e_request_latency_seconds_count 5
+vllm:e2e_request_latency_seconds_sum 3
+";
+        let e2e = snapshot(body)
+            .expect("two children of one histogram")
+            .e2e_latency
+            .expect("the e2e histogram");
+        assert_eq!((e2e.count, e2e.sum), (8.0, 5.0));
+        let buckets: Vec<(f64, f64)> = e2e.buckets.iter().map(|b| (b.le, b.count)).collect();
+        assert_eq!(buckets, [(1.0, 6.0), (f64::INFINITY, 8.0)]);
+    }
+}
