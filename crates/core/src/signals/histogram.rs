@@ -568,6 +568,30 @@ mod tests {
         assert_eq!(kb_alone.delta_since(&ka), b.delta_since(&a));
     }
 
+    #[test]
+    fn an_unchanged_histogram_did_not_decrease_and_a_lower_count_alone_did() {
+        // A pod that served nothing in the window: its histogram is unchanged, a zero delta
+        // (no observation, calm), never a reset.
+        let a = histogram(&[(1.0, 2.0), (INF, 3.0)], 4.0);
+        assert!(!a.decreased_from(&a));
+        let zero = histogram(&[(1.0, 0.0), (INF, 0.0)], 0.0);
+        assert_eq!(a.delta_since(&a), Some(zero.clone()));
+        let ka = KeptHistogram::keep(a.clone(), None);
+        assert!(!ka.decreased_to(&a));
+        assert_eq!(ka.delta_since(&ka), Some(zero));
+        // `_count` lower with every bucket unchanged is a decrease too.
+        let lower = Histogram {
+            count: 2.0,
+            ..a.clone()
+        };
+        assert!(lower.decreased_from(&a) && ka.decreased_to(&lower));
+        assert_eq!(lower.delta_since(&a), None);
+        // One bucket lower with the count unchanged is one.
+        let dip = histogram(&[(1.0, 1.0), (INF, 3.0)], 4.0);
+        assert!(dip.decreased_from(&a) && ka.decreased_to(&dip));
+        assert_eq!(dip.delta_since(&a), None);
+    }
+
     proptest::proptest! {
         /// A kept histogram compares, subtracts and detects decreases exactly as the
         /// histogram it was kept from, whether the layouts match or not.
