@@ -539,6 +539,27 @@ mod tests {
         );
     }
 
+    #[test]
+    fn merge_keeps_the_bounds_of_either_side_beyond_the_others_last() {
+        // Without a shared `+Inf` at the end, either side may run out first: its rest is kept.
+        let mut into = buckets(&[(1.0, 1.0)]);
+        merge_buckets(&mut into, &buckets(&[(2.0, 2.0), (3.0, 3.0)]));
+        assert_eq!(into, buckets(&[(1.0, 1.0), (2.0, 2.0), (3.0, 3.0)]));
+        let mut into = buckets(&[(1.0, 1.0), (3.0, 3.0), (4.0, 4.0)]);
+        merge_buckets(&mut into, &buckets(&[(2.0, 2.0)]));
+        assert_eq!(
+            into,
+            buckets(&[(1.0, 1.0), (2.0, 2.0), (3.0, 3.0), (4.0, 4.0)])
+        );
+        // As many bounds on each side, none in common: a union, not a sum bound by bound.
+        let mut into = buckets(&[(1.0, 1.0), (3.0, 3.0)]);
+        merge_buckets(&mut into, &buckets(&[(2.0, 2.0), (4.0, 4.0)]));
+        assert_eq!(
+            into,
+            buckets(&[(1.0, 1.0), (2.0, 2.0), (3.0, 3.0), (4.0, 4.0)])
+        );
+    }
+
     fn histogram(pairs: &[(f64, f64)], sum: f64) -> Histogram {
         Histogram {
             buckets: buckets(pairs),
