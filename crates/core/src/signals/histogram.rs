@@ -477,6 +477,14 @@ mod tests {
     }
 
     #[test]
+    fn a_duplicate_bound_in_sorted_input_is_summed_too() {
+        // Sorted and cumulative at first sight, but `le` 1 twice (two children): summed to 5,
+        // so rank 5 of 10 ends exactly at le 1.
+        let b = buckets(&[(1.0, 2.0), (1.0, 3.0), (2.0, 10.0), (INF, 10.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), Some(1.0));
+    }
+
+    #[test]
     fn rank_exactly_on_a_bucket_boundary_takes_the_lower_bucket() {
         let b = buckets(&[(1.0, 5.0), (2.0, 5.0), (3.0, 10.0), (INF, 10.0)]);
         assert_eq!(histogram_quantile(0.5, &b), Some(1.0));
