@@ -477,6 +477,44 @@ mod tests {
     }
 
     #[test]
+    fn almost_equal_is_prometheus_relative_comparison() {
+        let eps = SMALL_DELTA_TOLERANCE;
+        assert!(almost_equal(5.0, 5.0, eps));
+        assert!(!almost_equal(1.0, 2.0, eps));
+        // Relative to the sum of magnitudes: 0.5 apart at 1e12 is noise (2.5e-13)...
+        assert!(almost_equal(1e12, 1e12 + 0.5, eps));
+        assert!(almost_equal(-1e12, -1e12 - 0.5, eps));
+        // ...1e-11 apart at 4 is not (1.25e-12 of the sum; it would be 6.25e-13 of the product).
+        assert!(!almost_equal(4.0, 4.0 + 1e-11, eps));
+        // Strictly below epsilon: exactly epsilon apart is not equal.
+        assert!(!almost_equal(1.0, 3.0, 0.5));
+        assert!(almost_equal(1.0, 3.0, 0.51));
+        // Against zero, or with a sum below the smallest normal, the difference is compared
+        // with epsilon times the smallest normal, never relatively.
+        assert!(!almost_equal(0.0, 1e-13, eps));
+        assert!(!almost_equal(1e-13, 0.0, eps));
+        assert!(!almost_equal(0.0, 1.0, 2.0));
+        assert!(!almost_equal(1.0, 0.0, 2.0));
+        let threshold = eps * f64::MIN_POSITIVE;
+        assert!(almost_equal(0.0, threshold / 2.0, eps));
+        assert!(!almost_equal(0.0, threshold, eps));
+        // Two subnormals 1e-321 apart: 1e-11 of their sum, yet equal by the absolute rule.
+        assert!(almost_equal(5e-311, 5e-311 + 1e-321, eps));
+    }
+
+    #[test]
+    fn the_general_path_takes_unsorted_two_bucket_descending_and_empty_input() {
+        // Unsorted, so not the borrowed fast path.
+        let b = buckets(&[(INF, 4.0), (1.0, 4.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), Some(0.5));
+        let b = buckets(&[(INF, 10.0), (2.0, 10.0), (1.0, 5.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), Some(1.0));
+        let b = buckets(&[(INF, 0.0), (1.0, 0.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), None);
+        assert_eq!(quantiles_of(&b), Quantiles::default());
+    }
+
+    #[test]
     fn a_duplicate_bound_in_sorted_input_is_summed_too() {
         // Sorted and cumulative at first sight, but `le` 1 twice (two children): summed to 5,
         // so rank 5 of 10 ends exactly at le 1.
