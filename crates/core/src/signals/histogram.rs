@@ -447,6 +447,14 @@ mod tests {
     }
 
     #[test]
+    fn rank_in_inf_bucket_reads_the_highest_finite_bound_whatever_the_bucket_count() {
+        let b = buckets(&[(1.0, 1.0), (INF, 10.0)]);
+        assert_eq!(histogram_quantile(0.99, &b), Some(1.0));
+        let b = buckets(&[(1.0, 1.0), (2.0, 1.0), (3.0, 1.0), (4.0, 1.0), (INF, 10.0)]);
+        assert_eq!(histogram_quantile(0.99, &b), Some(4.0));
+    }
+
+    #[test]
     fn no_observations_is_undefined_not_zero() {
         let b = buckets(&[(1.0, 0.0), (2.0, 0.0), (INF, 0.0)]);
         assert_eq!(histogram_quantile(0.5, &b), None);

@@ -894,4 +894,28 @@ vllm:e2e_request_latency_seconds_sum 3
         let buckets: Vec<(f64, f64)> = e2e.buckets.iter().map(|b| (b.le, b.count)).collect();
         assert_eq!(buckets, [(1.0, 6.0), (f64::INFINITY, 8.0)]);
     }
+
+    #[test]
+    fn each_v0_only_series_alone_marks_a_v0_engine() {
+        // The old KV name alone does not tell the generations apart: unknown.
+        let base = "vllm:num_requests_waiting 1\nvllm:gpu_cache_usage_perc 0.5\n";
+        let generation = |extra: &str| {
+            snapshot(&format!("{base}{extra}"))
+                .expect("a usable body")
+                .info
+                .generation
+        };
+        assert_eq!(generation(""), Generation::Unknown);
+        assert_eq!(generation("vllm:num_requests_swapped 0\n"), Generation::V0);
+        assert_eq!(generation("vllm:cpu_cache_usage_perc 0\n"), Generation::V0);
+        assert_eq!(
+            generation("vllm:time_in_queue_requests_count 3\n"),
+            Generation::V0
+        );
+        // Only the `_count` of that histogram marks it.
+        assert_eq!(
+            generation("vllm:time_in_queue_requests_sum 3\n"),
+            Generation::Unknown
+        );
+    }
 }
