@@ -896,6 +896,51 @@ vllm:e2e_request_latency_seconds_sum 3
     }
 
     #[test]
+    fn children_of_one_histogram_are_told_apart_by_their_labels_in_any_sample_order() {
+        let e2e = |body: &str| {
+            let h = snapshot(body)
+                .expect("children of one histogram")
+                .e2e_latency
+                .expect("the e2e histogram");
+            let buckets: Vec<(f64, f64)> = h.buckets.iter().map(|b| (b.le, b.count)).collect();
+            (h.count, h.sum, buckets)
+        };
+        // Two engines, one child each, one after the other: same label names, other values.
+        let body = "\
+vllm:num_requests_waiting 1
+vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"1.0\"} 2
+vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\"} 3
+vllm:e2e_request_latency_seconds_count{engine=\"0\"} 3
+vllm:e2e_request_latency_seconds_sum{engine=\"0\"} 2
+vllm:e2e_request_latency_seconds_bucket{engine=\"1\",le=\"1.0\"} 4
+vllm:e2e_request_latency_seconds_bucket{engine=\"1\",le=\"+Inf\"} 5
+vllm:e2e_request_latency_seconds_count{engine=\"1\"} 5
+vllm:e2e_request_latency_seconds_sum{engine=\"1\"} 3
+";
+        assert_eq!(
+            e2e(body),
+            (8.0, 5.0, vec![(1.0, 6.0), (f64::INFINITY, 8.0)])
+        );
+        // A labelled child whose `_count` and `_sum` (no `le`) come first, right after the
+        // unlabelled child: they are the labelled child's, not the unlabelled one's.
+        let body = "\
+vllm:num_requests_waiting 1
+vllm:e2e_request_latency_seconds_bucket{le=\"1.0\"} 2
+vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 3
+vllm:e2e_request_latency_seconds_count 3
+vllm:e2e_request_latency_seconds_sum 2
+vllm:e2e_request_latency_seconds_count{engine=\"1\"} 5
+vllm:e2e_request_latency_seconds_sum{engine=\"1\"} 3
+vllm:e2e_request_latency_seconds_bucket{engine=\"1\",le=\"1.0\"} 4
+vllm:e2e_request_latency_seconds_bucket{engine=\"1\",le=\"+Inf\"} 5
+";
+        assert_eq!(
+            e2e(body),
+            (8.0, 5.0, vec![(1.0, 6.0), (f64::INFINITY, 8.0)])
+        );
+    }
+
+    #[test]
     fn each_v0_only_series_alone_marks_a_v0_engine() {
         // The old KV name alone does not tell the generations apart: unknown.
         let base = "vllm:num_requests_waiting 1\nvllm:gpu_cache_usage_perc 0.5\n";
