@@ -941,6 +941,28 @@ vllm:e2e_request_latency_seconds_bucket{engine=\"1\",le=\"+Inf\"} 5
     }
 
     #[test]
+    fn an_engine_label_or_either_v1_only_name_alone_marks_a_v1_engine() {
+        let generation = |body: &str| snapshot(body).expect("a usable body").info.generation;
+        assert_eq!(
+            generation("vllm:num_requests_waiting{engine=\"0\"} 1\n"),
+            Generation::V1
+        );
+        assert_eq!(
+            generation("vllm:num_requests_waiting 1\nvllm:kv_cache_usage_perc 0.5\n"),
+            Generation::V1
+        );
+        let itl = "\
+vllm:num_requests_waiting 1
+vllm:inter_token_latency_seconds_bucket{le=\"+Inf\"} 0
+";
+        assert_eq!(generation(itl), Generation::V1);
+        assert_eq!(
+            generation("vllm:num_requests_waiting 1\n"),
+            Generation::Unknown
+        );
+    }
+
+    #[test]
     fn each_v0_only_series_alone_marks_a_v0_engine() {
         // The old KV name alone does not tell the generations apart: unknown.
         let base = "vllm:num_requests_waiting 1\nvllm:gpu_cache_usage_perc 0.5\n";
