@@ -963,6 +963,35 @@ vllm:inter_token_latency_seconds_bucket{le=\"+Inf\"} 0
     }
 
     #[test]
+    fn a_count_agrees_with_the_inf_bucket_up_to_float_noise_and_no_further() {
+        let body = |count: f64, inf: f64| {
+            format!(
+                "vllm:num_requests_waiting 1\n\
+                 vllm:e2e_request_latency_seconds_bucket{{le=\"+Inf\"}} {inf}\n\
+                 vllm:e2e_request_latency_seconds_count {count}\n"
+            )
+        };
+        // 1 in 1e12 apart (below the 1e-9 relative tolerance): the same count.
+        let e2e = snapshot(&body(1e12, 1e12 + 1.0))
+            .expect("float noise is no mismatch")
+            .e2e_latency
+            .expect("the e2e histogram");
+        assert_eq!(e2e.count, 1e12);
+        // Twice as many is a mismatch, however large the numbers.
+        let err = snapshot(&body(1e12, 2e12)).expect_err("a count half the +Inf bucket");
+        assert!(
+            matches!(
+                err,
+                SnapshotError::Impossible {
+                    problem: Problem::CountMismatch { .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn each_v0_only_series_alone_marks_a_v0_engine() {
         // The old KV name alone does not tell the generations apart: unknown.
         let base = "vllm:num_requests_waiting 1\nvllm:gpu_cache_usage_perc 0.5\n";
