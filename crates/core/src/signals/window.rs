@@ -547,6 +547,37 @@ mod tests {
     }
 
     #[test]
+    fn a_steady_ring_keeps_some_room_and_not_much_more() {
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for t in 0..1_000u64 {
+            w.record(Duration::from_secs(t), "a", Some(snapshot(t as f64)));
+        }
+        let entries = &w.pods["a"].entries;
+        let (len, capacity) = (entries.len(), entries.capacity());
+        assert_eq!(len, 301);
+        // Grown by doubling to 512 on the way, then shrunk once the window held steady.
+        assert!(capacity >= len + SPARE_ENTRIES, "{capacity} for {len}");
+        assert!(
+            capacity <= len + len / 2 + SPARE_ENTRIES,
+            "{capacity} for {len}"
+        );
+    }
+
+    #[test]
+    fn of_three_samples_closer_than_the_spacing_the_middle_one_loses_its_detail() {
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for t in 0..3u64 {
+            w.record(Duration::from_secs(t), "a", Some(snapshot(t as f64)));
+        }
+        let full: Vec<bool> = w.pods["a"]
+            .entries
+            .iter()
+            .map(|e| e.detail.is_some())
+            .collect();
+        assert_eq!(full, [true, false, true]);
+    }
+
+    #[test]
     fn scraped_far_faster_than_the_window_stays_capped() {
         let mut w = FleetWindow::new(SignalSettings::default());
         for t in 0..5_000u64 {
