@@ -575,6 +575,16 @@ mod tests {
             .map(|e| e.detail.is_some())
             .collect();
         assert_eq!(full, [true, false, true]);
+        // Exactly the spacing apart (60 s / 16 = 3.75 s): every one stays full.
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for i in 0..3u64 {
+            w.record(
+                Duration::from_millis(i * 3_750),
+                "a",
+                Some(snapshot(i as f64)),
+            );
+        }
+        assert!(w.pods["a"].entries.iter().all(|e| e.detail.is_some()));
     }
 
     #[test]
