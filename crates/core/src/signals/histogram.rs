@@ -447,6 +447,14 @@ mod tests {
     }
 
     #[test]
+    fn rank_in_inf_bucket_reads_the_highest_finite_bound_whatever_the_bucket_count() {
+        let b = buckets(&[(1.0, 1.0), (INF, 10.0)]);
+        assert_eq!(histogram_quantile(0.99, &b), Some(1.0));
+        let b = buckets(&[(1.0, 1.0), (2.0, 1.0), (3.0, 1.0), (4.0, 1.0), (INF, 10.0)]);
+        assert_eq!(histogram_quantile(0.99, &b), Some(4.0));
+    }
+
+    #[test]
     fn no_observations_is_undefined_not_zero() {
         let b = buckets(&[(1.0, 0.0), (2.0, 0.0), (INF, 0.0)]);
         assert_eq!(histogram_quantile(0.5, &b), None);
@@ -474,6 +482,52 @@ mod tests {
         let b = buckets(&[(1.0, 8.0), (2.0, 4.0), (3.0, 10.0), (INF, 10.0)]);
         assert_eq!(histogram_quantile(0.5, &b), Some(0.625));
         assert_eq!(histogram_quantile(0.9, &b), Some(2.5));
+    }
+
+    #[test]
+    fn almost_equal_is_prometheus_relative_comparison() {
+        let eps = SMALL_DELTA_TOLERANCE;
+        assert!(almost_equal(5.0, 5.0, eps));
+        assert!(!almost_equal(1.0, 2.0, eps));
+        // Relative to the sum of magnitudes: 0.5 apart at 1e12 is noise (2.5e-13)...
+        assert!(almost_equal(1e12, 1e12 + 0.5, eps));
+        assert!(almost_equal(-1e12, -1e12 - 0.5, eps));
+        // ...1e-11 apart at 4 is not (1.25e-12 of the sum; it would be 6.25e-13 of the product).
+        assert!(!almost_equal(4.0, 4.0 + 1e-11, eps));
+        // Strictly below epsilon: exactly epsilon apart is not equal.
+        assert!(!almost_equal(1.0, 3.0, 0.5));
+        assert!(almost_equal(1.0, 3.0, 0.51));
+        // Against zero, or with a sum below the smallest normal, the difference is compared
+        // with epsilon times the smallest normal, never relatively.
+        assert!(!almost_equal(0.0, 1e-13, eps));
+        assert!(!almost_equal(1e-13, 0.0, eps));
+        assert!(!almost_equal(0.0, 1.0, 2.0));
+        assert!(!almost_equal(1.0, 0.0, 2.0));
+        let threshold = eps * f64::MIN_POSITIVE;
+        assert!(almost_equal(0.0, threshold / 2.0, eps));
+        assert!(!almost_equal(0.0, threshold, eps));
+        // Two subnormals 1e-321 apart: 1e-11 of their sum, yet equal by the absolute rule.
+        assert!(almost_equal(5e-311, 5e-311 + 1e-321, eps));
+    }
+
+    #[test]
+    fn the_general_path_takes_unsorted_two_bucket_descending_and_empty_input() {
+        // Unsorted, so not the borrowed fast path.
+        let b = buckets(&[(INF, 4.0), (1.0, 4.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), Some(0.5));
+        let b = buckets(&[(INF, 10.0), (2.0, 10.0), (1.0, 5.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), Some(1.0));
+        let b = buckets(&[(INF, 0.0), (1.0, 0.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), None);
+        assert_eq!(quantiles_of(&b), Quantiles::default());
+    }
+
+    #[test]
+    fn a_duplicate_bound_in_sorted_input_is_summed_too() {
+        // Sorted and cumulative at first sight, but `le` 1 twice (two children): summed to 5,
+        // so rank 5 of 10 ends exactly at le 1.
+        let b = buckets(&[(1.0, 2.0), (1.0, 3.0), (2.0, 10.0), (INF, 10.0)]);
+        assert_eq!(histogram_quantile(0.5, &b), Some(1.0));
     }
 
     #[test]
@@ -539,6 +593,27 @@ mod tests {
         );
     }
 
+    #[test]
+    fn merge_keeps_the_bounds_of_either_side_beyond_the_others_last() {
+        // Without a shared `+Inf` at the end, either side may run out first: its rest is kept.
+        let mut into = buckets(&[(1.0, 1.0)]);
+        merge_buckets(&mut into, &buckets(&[(2.0, 2.0), (3.0, 3.0)]));
+        assert_eq!(into, buckets(&[(1.0, 1.0), (2.0, 2.0), (3.0, 3.0)]));
+        let mut into = buckets(&[(1.0, 1.0), (3.0, 3.0), (4.0, 4.0)]);
+        merge_buckets(&mut into, &buckets(&[(2.0, 2.0)]));
+        assert_eq!(
+            into,
+            buckets(&[(1.0, 1.0), (2.0, 2.0), (3.0, 3.0), (4.0, 4.0)])
+        );
+        // As many bounds on each side, none in common: a union, not a sum bound by bound.
+        let mut into = buckets(&[(1.0, 1.0), (3.0, 3.0)]);
+        merge_buckets(&mut into, &buckets(&[(2.0, 2.0), (4.0, 4.0)]));
+        assert_eq!(
+            into,
+            buckets(&[(1.0, 1.0), (2.0, 2.0), (3.0, 3.0), (4.0, 4.0)])
+        );
+    }
+
     fn histogram(pairs: &[(f64, f64)], sum: f64) -> Histogram {
         Histogram {
             buckets: buckets(pairs),
@@ -566,6 +641,30 @@ mod tests {
         // Equal bounds not shared (kept separately) still compare equal.
         let kb_alone = KeptHistogram::keep(b.clone(), None);
         assert_eq!(kb_alone.delta_since(&ka), b.delta_since(&a));
+    }
+
+    #[test]
+    fn an_unchanged_histogram_did_not_decrease_and_a_lower_count_alone_did() {
+        // A pod that served nothing in the window: its histogram is unchanged, a zero delta
+        // (no observation, calm), never a reset.
+        let a = histogram(&[(1.0, 2.0), (INF, 3.0)], 4.0);
+        assert!(!a.decreased_from(&a));
+        let zero = histogram(&[(1.0, 0.0), (INF, 0.0)], 0.0);
+        assert_eq!(a.delta_since(&a), Some(zero.clone()));
+        let ka = KeptHistogram::keep(a.clone(), None);
+        assert!(!ka.decreased_to(&a));
+        assert_eq!(ka.delta_since(&ka), Some(zero));
+        // `_count` lower with every bucket unchanged is a decrease too.
+        let lower = Histogram {
+            count: 2.0,
+            ..a.clone()
+        };
+        assert!(lower.decreased_from(&a) && ka.decreased_to(&lower));
+        assert_eq!(lower.delta_since(&a), None);
+        // One bucket lower with the count unchanged is one.
+        let dip = histogram(&[(1.0, 1.0), (INF, 3.0)], 4.0);
+        assert!(dip.decreased_from(&a) && ka.decreased_to(&dip));
+        assert_eq!(dip.delta_since(&a), None);
     }
 
     proptest::proptest! {

@@ -859,3 +859,159 @@ impl<'e> Builder<'e> {
 fn same_count(count: f64, inf: f64) -> bool {
     count == inf || (count - inf).abs() <= 1e-9 * count.abs().max(inf.abs())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exposition;
+
+    fn snapshot(body: &str) -> Result<PodSnapshot, SnapshotError> {
+        let parsed = exposition::parse(body).expect("the test body parses");
+        PodSnapshot::from_exposition(&parsed, None)
+    }
+
+    #[test]
+    fn an_unlabelled_histogram_child_right_after_a_labelled_one_is_its_own_child() {
+        // The fast path matches a sample to the previous child by that child's labels: a child
+        // remembered without them would take the unlabelled samples that follow as its own
+        // (a second `+Inf` bucket, a second `_count`) and refuse a valid body.
+        let body = "\
+vllm:num_requests_waiting 1
+vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"1.0\"} 2
+vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\"} 3
+vllm:e2e_request_latency_seconds_count{engine=\"0\"} 3
+vllm:e2e_request_latency_seconds_sum{engine=\"0\"} 2
+vllm:e2e_request_latency_seconds_bucket{le=\"1.0\"} 4
+vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 5
+vllm:e2e_request_latency_seconds_count 5
+vllm:e2e_request_latency_seconds_sum 3
+";
+        let e2e = snapshot(body)
+            .expect("two children of one histogram")
+            .e2e_latency
+            .expect("the e2e histogram");
+        assert_eq!((e2e.count, e2e.sum), (8.0, 5.0));
+        let buckets: Vec<(f64, f64)> = e2e.buckets.iter().map(|b| (b.le, b.count)).collect();
+        assert_eq!(buckets, [(1.0, 6.0), (f64::INFINITY, 8.0)]);
+    }
+
+    #[test]
+    fn children_of_one_histogram_are_told_apart_by_their_labels_in_any_sample_order() {
+        let e2e = |body: &str| {
+            let h = snapshot(body)
+                .expect("children of one histogram")
+                .e2e_latency
+                .expect("the e2e histogram");
+            let buckets: Vec<(f64, f64)> = h.buckets.iter().map(|b| (b.le, b.count)).collect();
+            (h.count, h.sum, buckets)
+        };
+        // Two engines, one child each, one after the other: same label names, other values.
+        let body = "\
+vllm:num_requests_waiting 1
+vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"1.0\"} 2
+vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\"} 3
+vllm:e2e_request_latency_seconds_count{engine=\"0\"} 3
+vllm:e2e_request_latency_seconds_sum{engine=\"0\"} 2
+vllm:e2e_request_latency_seconds_bucket{engine=\"1\",le=\"1.0\"} 4
+vllm:e2e_request_latency_seconds_bucket{engine=\"1\",le=\"+Inf\"} 5
+vllm:e2e_request_latency_seconds_count{engine=\"1\"} 5
+vllm:e2e_request_latency_seconds_sum{engine=\"1\"} 3
+";
+        assert_eq!(
+            e2e(body),
+            (8.0, 5.0, vec![(1.0, 6.0), (f64::INFINITY, 8.0)])
+        );
+        // A labelled child whose `_count` and `_sum` (no `le`) come first, right after the
+        // unlabelled child: they are the labelled child's, not the unlabelled one's.
+        let body = "\
+vllm:num_requests_waiting 1
+vllm:e2e_request_latency_seconds_bucket{le=\"1.0\"} 2
+vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 3
+vllm:e2e_request_latency_seconds_count 3
+vllm:e2e_request_latency_seconds_sum 2
+vllm:e2e_request_latency_seconds_count{engine=\"1\"} 5
+vllm:e2e_request_latency_seconds_sum{engine=\"1\"} 3
+vllm:e2e_request_latency_seconds_bucket{engine=\"1\",le=\"1.0\"} 4
+vllm:e2e_request_latency_seconds_bucket{engine=\"1\",le=\"+Inf\"} 5
+";
+        assert_eq!(
+            e2e(body),
+            (8.0, 5.0, vec![(1.0, 6.0), (f64::INFINITY, 8.0)])
+        );
+    }
+
+    #[test]
+    fn an_engine_label_or_either_v1_only_name_alone_marks_a_v1_engine() {
+        let generation = |body: &str| snapshot(body).expect("a usable body").info.generation;
+        assert_eq!(
+            generation("vllm:num_requests_waiting{engine=\"0\"} 1\n"),
+            Generation::V1
+        );
+        assert_eq!(
+            generation("vllm:num_requests_waiting 1\nvllm:kv_cache_usage_perc 0.5\n"),
+            Generation::V1
+        );
+        let itl = "\
+vllm:num_requests_waiting 1
+vllm:inter_token_latency_seconds_bucket{le=\"+Inf\"} 0
+";
+        assert_eq!(generation(itl), Generation::V1);
+        assert_eq!(
+            generation("vllm:num_requests_waiting 1\n"),
+            Generation::Unknown
+        );
+    }
+
+    #[test]
+    fn a_count_agrees_with_the_inf_bucket_up_to_float_noise_and_no_further() {
+        let body = |count: f64, inf: f64| {
+            format!(
+                "vllm:num_requests_waiting 1\n\
+                 vllm:e2e_request_latency_seconds_bucket{{le=\"+Inf\"}} {inf}\n\
+                 vllm:e2e_request_latency_seconds_count {count}\n"
+            )
+        };
+        // 1 in 1e12 apart (below the 1e-9 relative tolerance): the same count.
+        let e2e = snapshot(&body(1e12, 1e12 + 1.0))
+            .expect("float noise is no mismatch")
+            .e2e_latency
+            .expect("the e2e histogram");
+        assert_eq!(e2e.count, 1e12);
+        // Twice as many is a mismatch, however large the numbers.
+        let err = snapshot(&body(1e12, 2e12)).expect_err("a count half the +Inf bucket");
+        assert!(
+            matches!(
+                err,
+                SnapshotError::Impossible {
+                    problem: Problem::CountMismatch { .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn each_v0_only_series_alone_marks_a_v0_engine() {
+        // The old KV name alone does not tell the generations apart: unknown.
+        let base = "vllm:num_requests_waiting 1\nvllm:gpu_cache_usage_perc 0.5\n";
+        let generation = |extra: &str| {
+            snapshot(&format!("{base}{extra}"))
+                .expect("a usable body")
+                .info
+                .generation
+        };
+        assert_eq!(generation(""), Generation::Unknown);
+        assert_eq!(generation("vllm:num_requests_swapped 0\n"), Generation::V0);
+        assert_eq!(generation("vllm:cpu_cache_usage_perc 0\n"), Generation::V0);
+        assert_eq!(
+            generation("vllm:time_in_queue_requests_count 3\n"),
+            Generation::V0
+        );
+        // Only the `_count` of that histogram marks it.
+        assert_eq!(
+            generation("vllm:time_in_queue_requests_sum 3\n"),
+            Generation::Unknown
+        );
+    }
+}

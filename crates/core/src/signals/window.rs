@@ -502,6 +502,92 @@ mod tests {
     }
 
     #[test]
+    fn a_sample_at_or_before_the_latest_replaces_the_newer_ones() {
+        let at = |prompt: f64| PodSnapshot {
+            waiting: Some(1.0),
+            prompt_tokens_total: Some(prompt),
+            ..PodSnapshot::default()
+        };
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for (t, prompt) in [(0, 0.0), (10, 100.0), (20, 200.0), (10, 50.0)] {
+            w.record(Duration::from_secs(t), "a", Some(at(prompt)));
+        }
+        let times: Vec<u64> = w.pods["a"].entries.iter().map(|e| e.at.as_secs()).collect();
+        assert_eq!(times, [0, 10]);
+        assert_eq!(w.latest_at("a"), Some(Duration::from_secs(10)));
+        assert_eq!(w.latest_at("b"), None);
+        // Compared with the sample at 0 s, not with the dropped one at 20 s: no restart.
+        let s = w.compute(Duration::from_secs(10));
+        assert!(!s.pods[0].reset_in_window);
+        assert_eq!(s.fleet.prompt_tokens_per_second, Some(5.0));
+    }
+
+    #[test]
+    fn the_window_keeps_its_settings_and_forgets_dcgm_targets_gone_from_discovery() {
+        let settings = SignalSettings {
+            latency_window: Duration::from_secs(30),
+            ..SignalSettings::default()
+        };
+        let mut w = FleetWindow::new(settings.clone());
+        assert_eq!(w.settings(), &settings);
+        let one_gpu = |uuid: &str| GpuSnapshot {
+            gpus: vec![gpu::GpuDevice {
+                uuid: Some(uuid.to_owned()),
+                power_watts: Some(100.0),
+                ..gpu::GpuDevice::default()
+            }],
+        };
+        let now = Duration::from_secs(5);
+        w.record_gpu(now, "node-1", Some(one_gpu("GPU-1")));
+        w.record_gpu(now, "node-2", Some(one_gpu("GPU-2")));
+        assert_eq!(w.compute(now).gpu.map(|g| g.gpus), Some(2));
+        w.retain_gpu_targets(&["node-2".to_owned()]);
+        let gpu = w.compute(now).gpu.expect("node-2 still reports");
+        assert_eq!((gpu.gpus, gpu.power_watts_total), (1, Some(100.0)));
+    }
+
+    #[test]
+    fn a_steady_ring_keeps_some_room_and_not_much_more() {
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for t in 0..1_000u64 {
+            w.record(Duration::from_secs(t), "a", Some(snapshot(t as f64)));
+        }
+        let entries = &w.pods["a"].entries;
+        let (len, capacity) = (entries.len(), entries.capacity());
+        assert_eq!(len, 301);
+        // Grown by doubling to 512 on the way, then shrunk once the window held steady.
+        assert!(capacity >= len + SPARE_ENTRIES, "{capacity} for {len}");
+        assert!(
+            capacity <= len + len / 2 + SPARE_ENTRIES,
+            "{capacity} for {len}"
+        );
+    }
+
+    #[test]
+    fn of_three_samples_closer_than_the_spacing_the_middle_one_loses_its_detail() {
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for t in 0..3u64 {
+            w.record(Duration::from_secs(t), "a", Some(snapshot(t as f64)));
+        }
+        let full: Vec<bool> = w.pods["a"]
+            .entries
+            .iter()
+            .map(|e| e.detail.is_some())
+            .collect();
+        assert_eq!(full, [true, false, true]);
+        // Exactly the spacing apart (60 s / 16 = 3.75 s): every one stays full.
+        let mut w = FleetWindow::new(SignalSettings::default());
+        for i in 0..3u64 {
+            w.record(
+                Duration::from_millis(i * 3_750),
+                "a",
+                Some(snapshot(i as f64)),
+            );
+        }
+        assert!(w.pods["a"].entries.iter().all(|e| e.detail.is_some()));
+    }
+
+    #[test]
     fn scraped_far_faster_than_the_window_stays_capped() {
         let mut w = FleetWindow::new(SignalSettings::default());
         for t in 0..5_000u64 {
