@@ -188,13 +188,15 @@ pub async fn serve_admin(
         let stream = IdleTimeout::new(stream, options.idle_timeout);
         let shutdown = shutdown.clone();
         let (full, limited, tls) = (full.clone(), limited.clone(), tls.clone());
+        // Whether this peer reads /debug beyond what `limited` allows (`On` is `full` already).
+        let opens_debug = move |certified: bool| match options.debug {
+            DebugAccess::Loopback => is_loopback(peer),
+            DebugAccess::Certificate => certified,
+            DebugAccess::On | DebugAccess::Off => false,
+        };
         tracker.spawn(async move {
             let Some(config) = tls else {
-                let app = if options.debug == DebugAccess::Loopback && is_loopback(peer) {
-                    full
-                } else {
-                    limited
-                };
+                let app = if opens_debug(false) { full } else { limited };
                 serve_connection(
                     hyper_util::rt::TokioIo::new(stream),
                     app,
@@ -230,10 +232,10 @@ pub async fn serve_admin(
                 .1
                 .peer_certificates()
                 .is_some_and(|chain| !chain.is_empty());
-            let app = match options.debug {
-                DebugAccess::Loopback if is_loopback(peer) => full,
-                DebugAccess::Certificate if certified => full,
-                _ => limited,
+            let app = if opens_debug(certified) {
+                full
+            } else {
+                limited
             };
             serve_connection(
                 hyper_util::rt::TokioIo::new(stream),
