@@ -313,7 +313,7 @@ impl HttpClient {
         parsed: &reqwest::Url,
         address: SocketAddr,
         settings: &ScrapeSettings,
-    ) -> Result<Answer, SendFailure> {
+    ) -> Result<Answer, http1::Failure> {
         let host = host_header(parsed);
         let close = settings.close_connections;
         match self {
@@ -323,10 +323,6 @@ impl HttpClient {
                     .get(address, request.as_bytes())
                     .await
                     .map(Answer::Direct)
-                    .map_err(|e| SendFailure {
-                        connect: e.connect,
-                        cause: e.cause,
-                    })
             }
             Self::Proxied(client) => {
                 let mut request = client
@@ -344,7 +340,7 @@ impl HttpClient {
                     .send()
                     .await
                     .map(Answer::Proxied)
-                    .map_err(|e| SendFailure {
+                    .map_err(|e| http1::Failure {
                         connect: e.is_connect() || e.is_timeout(),
                         cause: error_chain(&e),
                     })
@@ -378,13 +374,6 @@ fn request_head(parsed: &reqwest::Url, host: &str, close: bool, compression: boo
         "GET {target} HTTP/1.1\r\nHost: {host}\r\nAccept: {ACCEPT_HEADER}\r\n\
          {encoding}User-Agent: {USER_AGENT}\r\n{connection}\r\n"
     )
-}
-
-/// Why a request got no response: a connection that could not be made (the next address may
-/// be tried), or anything else. The cause is for the debug log only.
-struct SendFailure {
-    connect: bool,
-    cause: String,
 }
 
 /// A body being read, capped at `cap` bytes after decompression.
@@ -798,7 +787,7 @@ fn check_target(url: &str) -> Result<reqwest::Url, ScrapeError> {
 
 /// Sorts a failed request into the taxonomy. The cause goes to the debug log only: it can
 /// tell an open port from a closed one, and the answer must not.
-fn classify(url: &str, failure: SendFailure) -> ScrapeError {
+fn classify(url: &str, failure: http1::Failure) -> ScrapeError {
     tracing::debug!(target = %url, error = %failure.cause, "scrape failed");
     // Connect failures (a connect timeout among them) and broken connections answer alike.
     if failure.connect {
