@@ -377,23 +377,33 @@ async fn fleet_grows_and_shrinks_on_consecutive_ports_and_serves_v0() {
             },
             ..ReplicaConfig::default()
         };
-        // Find a free block of ports: take an ephemeral port and try the ports above it; another
-        // process may grab one in between, so try a few blocks.
+        // A block of three free ports below the kernel's ephemeral range: ports there are
+        // only taken by a process that asks for them by number, never by the many clients and
+        // listeners (this suite's, or a benchmark's thousands) that ask for any free port, so
+        // the third port is still free when the fleet grows. Probed by binding all three;
+        // another block is tried if one is taken.
+        let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768);
         let mut started = None;
-        for _ in 0..5 {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let base_port = probe.local_addr().unwrap().port();
-            drop(probe);
-            if base_port > 65000 {
+        for attempt in 0..20u16 {
+            let base_port =
+                ephemeral_low - 3000 + (std::process::id() as u16 % 1000) * 2 + attempt * 101;
+            let probes: Vec<_> = (0..3)
+                .map_while(|i| std::net::TcpListener::bind(("127.0.0.1", base_port + i)).ok())
+                .collect();
+            if probes.len() < 3 {
                 continue;
             }
+            drop(probes);
             if let Ok(fleet) = LoopbackFleet::start(2, base_port, config.clone()).await {
                 started = Some((fleet, base_port));
                 break;
             }
         }
         let (mut fleet, base_port) =
-            started.expect("no block of 3 free loopback ports found in 5 tries");
+            started.expect("no block of 3 free loopback ports below the ephemeral range");
         assert_eq!(fleet.replicas()[1].addr().port(), base_port + 1);
         fleet.add_replica().await.unwrap();
         assert_eq!(fleet.len(), 3);

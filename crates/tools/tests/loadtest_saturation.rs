@@ -96,12 +96,19 @@ async fn saturation_point_threshold_and_capacity_match_the_known_capacity() {
         saturated_server.queue
     );
 
-    // Capacity within one step (10 req/s) of the configured 25 req/s, and the peak completion
-    // rate is the capacity itself.
+    // Capacity within one step (10 req/s) of the configured 25 req/s.
     let c = v.capacity_rps_per_replica.unwrap();
     assert!((capacity - 10.0..=capacity).contains(&c), "capacity {c}");
+    // The peak completion rate: never above the server's capacity (its timers cannot run
+    // fast; a peak that counted offered or failed requests would read 30-40), and at least
+    // what the healthy 20 req/s step completed. Not "equal to the capacity": on a loaded
+    // two-core machine the server's 20 ms token timers oversleep, and its real capacity
+    // falls to about 20 req/s (measured at load average 9 while a 5,000-pod benchmark ran).
     let peak = v.peak_ok_rps_per_replica.unwrap();
-    assert!((peak - capacity).abs() / capacity < 0.2, "peak {peak}");
+    assert!(
+        (0.9 * 20.0..=capacity * 1.05).contains(&peak),
+        "peak {peak} req/s, capacity {capacity}"
+    );
     let tokens = v.capacity_tokens_per_second_per_replica.unwrap();
     assert!(
         (tokens - c * (16.0 + 7.0)).abs() / tokens < 0.05,
