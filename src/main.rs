@@ -4,14 +4,6 @@ use clap::{Parser, Subcommand};
 
 mod cli;
 
-/// mimalloc gives freed memory back to the system where glibc's malloc keeps most of it in
-/// its arenas: after a burst of large bodies the resident memory measured 60 MiB instead of
-/// 138 MiB, and after 5,000 ScaledObjects were removed 146 MiB instead of 300 MiB
-/// (BENCHMARKS.md, "Memory that returns").
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// KEDA external scaler for vLLM, with its emulator, simulator and load tester.
 #[derive(Debug, Parser)]
 #[command(name = "vllm-keda-scaler", version, about)]

@@ -334,6 +334,7 @@ impl From<ServeArgs> for ServeConfig {
                 _ => None,
             },
             kube_api: args.kube_api.settings(),
+            release_memory: Some(vllm_keda_allocator::release_free_memory),
             ..ServeOptions::default()
         };
         Self {

@@ -18,8 +18,9 @@
 //!    open descriptors after every wave, and their growth since the second wave.
 //! 5. Memory (`--memory`): instead of 2 and 3, RSS at start, after a burst of the largest
 //!    bodies the default limits accept, and after `--pods` one-target ScaledObjects are created
-//!    and removed; run it once per allocator build (`--no-default-features` gives glibc's
-//!    malloc) and with `MALLOC_ARENA_MAX` in the environment (the scaler inherits it).
+//!    and removed; each "after" reading is taken once the scaler's check for stopped loops
+//!    has given the freed memory back (`serve::RELEASE_CHECK`). The scaler inherits the
+//!    environment, so glibc's tunables (`MALLOC_ARENA_MAX`) can be compared the same way.
 //!
 //! The pods are served on their own two-thread runtime; `GetMetrics` latency is reported both
 //! at the client (open loop, from each call's scheduled instant) and from the scaler's own
@@ -49,6 +50,7 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 use vllm_keda_service::proto::external_scaler_client::ExternalScalerClient;
 use vllm_keda_service::proto::{GetMetricsRequest, ScaledObjectRef};
+use vllm_keda_service::serve::RELEASE_CHECK;
 
 const LOADED: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -520,8 +522,9 @@ async fn ask_then_drop(
     while Instant::now() < stop_by && !cycles(http).await.is_empty() {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    // The last loops deregister a moment after /debug stops listing them.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The last loops deregister a moment after /debug stops listing them, and the scaler
+    // gives the freed memory back at its next check for stopped loops.
+    tokio::time::sleep(Duration::from_secs(2) + RELEASE_CHECK).await;
     let (idle, _) = rss_mib(pid);
     (busy, busy_peak, idle)
 }

@@ -53,6 +53,11 @@ pub struct ServeOptions {
     /// A plaintext gRPC connection must send its first bytes within this time, and a TLS one
     /// finish its handshake within the TLS module's handshake timeout.
     pub grpc_preface_timeout: Duration,
+    /// Gives the allocator's free memory back to the system; called (off the async threads)
+    /// at most every [`RELEASE_CHECK`] when loops have stopped since the last call, so the
+    /// memory of thousands of removed ScaledObjects does not stay resident. `None` (the
+    /// library's default) never calls anything; the binary passes its allocator's.
+    pub release_memory: Option<fn() -> bool>,
 }
 
 /// The default of [`ServeOptions::grpc_max_streams_per_connection`]: KEDA holds one
@@ -68,6 +73,42 @@ const GRPC_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// keep live clients well inside it).
 const GRPC_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How often `serve` looks whether loops stopped since it last gave free memory back.
+pub const RELEASE_CHECK: Duration = Duration::from_secs(5);
+
+/// Calls `release` (the allocator's [`ServeOptions::release_memory`]) on a blocking thread
+/// every [`RELEASE_CHECK`] in which loops stopped: a wave of ScaledObjects leaving frees their
+/// histories and connections in bulk, and neither allocator hands that back on its own while
+/// the process is quiet. A steady fleet, whose loops never stop, never triggers it.
+async fn release_memory_after_stops(
+    loops: LoopRegistry,
+    release: fn() -> bool,
+    shutdown: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(RELEASE_CHECK);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut released_at = loops.stopped_loops();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let stopped = loops.stopped_loops();
+        if stopped == released_at {
+            continue;
+        }
+        released_at = stopped;
+        let started = tokio::time::Instant::now();
+        if let Ok(true) = tokio::task::spawn_blocking(release).await {
+            tracing::debug!(
+                stopped_loops = stopped,
+                seconds = started.elapsed().as_secs_f64(),
+                "loops stopped: gave the allocator's free memory back to the system"
+            );
+        }
+    }
+}
+
 impl Default for ServeOptions {
     fn default() -> Self {
         Self {
@@ -81,6 +122,7 @@ impl Default for ServeOptions {
             admin_tls: false,
             grpc_max_streams_per_connection: DEFAULT_GRPC_MAX_STREAMS_PER_CONNECTION,
             grpc_preface_timeout: Duration::from_secs(10),
+            release_memory: None,
         }
     }
 }
@@ -201,6 +243,13 @@ pub async fn start(
     ]);
     control.scrape.policy = Arc::new(policy);
     let loops = LoopRegistry::new(metrics, control, shutdown.child_token());
+    if let Some(release) = options.release_memory {
+        tokio::spawn(release_memory_after_stops(
+            loops.clone(),
+            release,
+            shutdown.clone(),
+        ));
+    }
     let ready = Arc::new(AtomicBool::new(false));
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();

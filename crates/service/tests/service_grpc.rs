@@ -495,6 +495,52 @@ async fn a_loop_stops_when_keda_stops_asking() {
     .await;
 }
 
+/// How often the allocator's release was called by the test below (a `fn` pointer carries no
+/// state, so the count is a static; only that test uses it).
+static RELEASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn count_release() -> bool {
+    RELEASES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    true
+}
+
+#[tokio::test]
+async fn free_memory_is_given_back_after_loops_stop_and_not_before() {
+    use std::sync::atomic::Ordering::SeqCst;
+    // Two release checks are waited out on purpose, so this test takes its own, longer bound.
+    let test = async {
+        let pod = start_pod(IDLE).await;
+        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut options = ServeOptions::loopback();
+        options.control.idle_stop = Duration::from_millis(600);
+        options.release_memory = Some(count_release);
+        let server = serve::start(grpc, http, options).await.unwrap();
+        let mut c = client(server.grpc_addr()).await;
+        c.get_metric_spec(so_ref("release", valid(&pod.url)))
+            .await
+            .unwrap();
+        let so = server.loops().find("llm", "release").unwrap();
+        // While the loop runs nothing has been freed in bulk: no release yet.
+        assert_eq!(RELEASES.load(SeqCst), 0);
+        while !so.is_stopped() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(server.loops().stopped_loops(), 1);
+        // The next check (within RELEASE_CHECK) sees the stopped loop and releases once.
+        while RELEASES.load(SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // No further loop stops, so the checks after it call nothing more.
+        tokio::time::sleep(serve::RELEASE_CHECK * 2).await;
+        assert_eq!(RELEASES.load(SeqCst), 1);
+        server.shutdown().await.unwrap();
+    };
+    tokio::time::timeout(Duration::from_secs(60), test)
+        .await
+        .expect("the release test did not finish within 60 s");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_scrape_a_scaledobject_at_the_same_instants() {
     // The scaler's replicas behind the headless Service each run a loop per ScaledObject; KEDA

@@ -202,6 +202,8 @@ struct Inner {
     origin: Instant,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    /// Loops removed from the registry since it was made (see [`LoopRegistry::stopped_loops`]).
+    stopped: AtomicU64,
 }
 
 /// One trigger's running loop, as RPCs and `/debug` see it.
@@ -247,6 +249,7 @@ impl LoopRegistry {
                 origin: Instant::now(),
                 shutdown,
                 tasks: TaskTracker::new(),
+                stopped: AtomicU64::new(0),
             }),
         }
     }
@@ -437,6 +440,11 @@ impl LoopRegistry {
         all
     }
 
+    /// How many loops have ended since the registry was made (idle, replaced or shut down).
+    pub fn stopped_loops(&self) -> u64 {
+        self.inner.stopped.load(Ordering::Relaxed)
+    }
+
     /// The shared metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.inner.metrics
@@ -539,6 +547,8 @@ impl Deregister {
         if loops.get(&so.key).is_some_and(|cur| Arc::ptr_eq(cur, so)) {
             loops.remove(&so.key);
         }
+        // Every loop calls this once as it ends, whether or not a newer loop replaced it.
+        inner.stopped.fetch_add(1, Ordering::Relaxed);
         inner.metrics.scaledobjects.set(loops.len() as i64);
     }
 }
