@@ -293,5 +293,16 @@ mod tests {
         assert_eq!(parse_timestamp_ms("1e300"), None);
         assert_eq!(parse_timestamp_ms("12a"), None);
         assert_eq!(parse_timestamp_ms("-"), None);
+        // Seconds are kept to 9e18 ms, short of i64::MAX, and refused from there on.
+        assert_eq!(
+            parse_timestamp_ms("8.999e15"),
+            Some(8_999_000_000_000_000_000)
+        );
+        assert_eq!(
+            parse_timestamp_ms("-8.999e15"),
+            Some(-8_999_000_000_000_000_000)
+        );
+        assert_eq!(parse_timestamp_ms("9e15"), None);
+        assert_eq!(parse_timestamp_ms("-9e15"), None);
     }
 }
