@@ -232,7 +232,7 @@ mod tests {
             assert_eq!(fast(s).map(f64::to_bits), Ok(std.to_bits()), "{s}");
         }
         // Past what one rounding covers: 20 digits, a mantissa above 2^53, a power of ten
-        // beyond 10^22, a five-digit exponent; and the words.
+        // beyond 10^22, a five-digit exponent (even one of small value); and the words.
         for s in [
             "12345678901234567890",
             "1234567890.1234567890",
@@ -241,6 +241,8 @@ mod tests {
             "1e-23",
             "1e10000",
             "1e-10000",
+            "1e00001",
+            "2.5e-00001",
             "NaN",
             "+Inf",
             "-Infinity",
