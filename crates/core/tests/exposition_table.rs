@@ -448,6 +448,10 @@ fn malformed_inputs_fail_with_exact_errors() {
         ("help with bad name", "# HELP 1a x", format!("line 1, column 8: expected a metric name after # HELP, # TYPE or # UNIT, {CHAR}")),
         ("help with labels", "# HELP a{x} y", format!("line 1, column 9: expected a space after the metric name, {CHAR}")),
         ("unit with bad name", "# UNIT -a s", format!("line 1, column 8: expected a metric name after # HELP, # TYPE or # UNIT, {CHAR}")),
+        // The byte-order mark's three bytes count on line 1 only, as an editor shows them.
+        ("byte-order mark before a bad value", "\u{feff}a abc\n", format!("line 1, column 6: {NUMBER_HINT}")),
+        ("byte-order mark before a bad type", "\u{feff}# TYPE a countr", format!("line 1, column 13: {TYPE_HINT}")),
+        ("byte-order mark, bad value on line 2", "\u{feff}a 1\nb abc\n", format!("line 2, column 3: {NUMBER_HINT}")),
         ("error line counts crlf and blank lines", "a 1\r\n\r\n# HELP a x\r\n\r\nb{x=\"1\"} zz\r\n", format!("line 5, column 10: {NUMBER_HINT}")),
     ];
     let mut wrong = Vec::new();
