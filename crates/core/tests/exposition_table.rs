@@ -448,6 +448,9 @@ fn malformed_inputs_fail_with_exact_errors() {
         ("help with bad name", "# HELP 1a x", format!("line 1, column 8: expected a metric name after # HELP, # TYPE or # UNIT, {CHAR}")),
         ("help with labels", "# HELP a{x} y", format!("line 1, column 9: expected a space after the metric name, {CHAR}")),
         ("unit with bad name", "# UNIT -a s", format!("line 1, column 8: expected a metric name after # HELP, # TYPE or # UNIT, {CHAR}")),
+        // A carriage return ends a token only at the end of its line.
+        ("carriage return inside the line after a value", "a 1\r 2\n", format!("line 1, column 3: {NUMBER_HINT}")),
+        ("carriage return inside the line after a timestamp", "a 1 2\r x\n", "line 1, column 5: the timestamp is not a number: expected integer milliseconds since the unix epoch".into()),
         // The byte-order mark's three bytes count on line 1 only, as an editor shows them.
         ("byte-order mark before a bad value", "\u{feff}a abc\n", format!("line 1, column 6: {NUMBER_HINT}")),
         ("byte-order mark before a bad type", "\u{feff}# TYPE a countr", format!("line 1, column 13: {TYPE_HINT}")),
