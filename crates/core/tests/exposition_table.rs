@@ -448,6 +448,9 @@ fn malformed_inputs_fail_with_exact_errors() {
         ("help with bad name", "# HELP 1a x", format!("line 1, column 8: expected a metric name after # HELP, # TYPE or # UNIT, {CHAR}")),
         ("help with labels", "# HELP a{x} y", format!("line 1, column 9: expected a space after the metric name, {CHAR}")),
         ("unit with bad name", "# UNIT -a s", format!("line 1, column 8: expected a metric name after # HELP, # TYPE or # UNIT, {CHAR}")),
+        // An exemplar is skipped with the rest of its line, which still counts as one line.
+        ("bad value after an exemplar line", "a_total 3 # {trace_id=\"abc\"} 1\nb abc\n", format!("line 2, column 3: {NUMBER_HINT}")),
+        ("bad value after a timestamped exemplar line", "a_total 3 1000 # {trace_id=\"abc\"} 1\r\n\nb abc\n", format!("line 3, column 3: {NUMBER_HINT}")),
         // A carriage return ends a token only at the end of its line.
         ("carriage return inside the line after a value", "a 1\r 2\n", format!("line 1, column 3: {NUMBER_HINT}")),
         ("carriage return inside the line after a timestamp", "a 1 2\r x\n", "line 1, column 5: the timestamp is not a number: expected integer milliseconds since the unix epoch".into()),
