@@ -596,4 +596,15 @@ fn large_label_sets() {
     let e = exposition::parse(&body).unwrap_err();
     assert_eq!(e.kind, ParseErrorKind::DuplicateLabel);
     assert_eq!(e.column, body.find('}').unwrap() + 1);
+
+    // Up to 32 labels each new one is compared with those before it, and the error points at
+    // the repeated name; from the 33rd on, the set is checked once at its `}`.
+    let body = format!("a{{{},l0=\"again\"}} 1\n", labels[..31].join(","));
+    let e = exposition::parse(&body).unwrap_err();
+    assert_eq!(e.kind, ParseErrorKind::DuplicateLabel);
+    assert_eq!(e.column, body.find(",l0=").unwrap() + 2);
+    let body = format!("a{{{},l0=\"again\"}} 1\n", labels[..32].join(","));
+    let e = exposition::parse(&body).unwrap_err();
+    assert_eq!(e.kind, ParseErrorKind::DuplicateLabel);
+    assert_eq!(e.column, body.find('}').unwrap() + 1);
 }
