@@ -219,6 +219,11 @@ fn grammar_points_parse_to_exactly_these_samples() {
             &[("a", &[], 1.0, None)],
         ),
         (
+            "# EOF followed by more text is a comment",
+            "a 1\n# EOF here\nb 2\n",
+            &[("a", &[], 1.0, None), ("b", &[], 2.0, None)],
+        ),
+        (
             "# EOFX is a comment",
             "# EOFX\na 1\n",
             &[("a", &[], 1.0, None)],
