@@ -651,3 +651,79 @@ fn documented_defaults_are_the_defaults() {
     // Every key but the two target sources, model and the two DCGM keys has a value default.
     assert_eq!(checked, KEYS.len() - 5);
 }
+
+#[test]
+fn metadata_sizes_are_refused_just_past_their_limits() {
+    use vllm_keda_core::config::{
+        MAX_METADATA_KEY_BYTES, MAX_METADATA_KEYS, MAX_METADATA_VALUE_BYTES,
+    };
+    assert_eq!(
+        (
+            MAX_METADATA_KEYS,
+            MAX_METADATA_KEY_BYTES,
+            MAX_METADATA_VALUE_BYTES
+        ),
+        (64, 128, 32 * 1024)
+    );
+    let over = |e: &ConfigError| e.message.contains("more than the limit");
+
+    // Keys: 64 pass the size check (and fail on the first unknown one), 65 do not.
+    let with_keys = |n: usize| {
+        let mut m = map(&[("endpoints", "10.0.0.7:8000")]);
+        for i in 1..n {
+            m.insert(format!("extra{i:03}"), "1".to_owned());
+        }
+        assert_eq!(m.len(), n);
+        ScalerConfig::from_metadata(&m).unwrap_err()
+    };
+    let at = with_keys(64);
+    assert!(!over(&at), "{at}");
+    assert_eq!(at.key, "extra001");
+    let past = with_keys(65);
+    assert_eq!(
+        past.to_string(),
+        "scaler metadata \"(all keys)\": 65 keys, more than the limit of 64"
+    );
+
+    // Key length: 128 bytes pass (an unknown key), 129 do not, shown cut to 32 characters.
+    let key_at = "k".repeat(128);
+    let at = ScalerConfig::from_metadata(&meta(&[(&key_at, "1")])).unwrap_err();
+    assert!(!over(&at), "{at}");
+    assert_eq!(at.key, key_at);
+    let key_past = "k".repeat(129);
+    let past = ScalerConfig::from_metadata(&meta(&[(&key_past, "1")])).unwrap_err();
+    assert_eq!(
+        past.to_string(),
+        format!(
+            "scaler metadata \"{}...\": the key is 129 bytes long, more than the limit of 128",
+            "k".repeat(32)
+        )
+    );
+
+    // Value length: an endpoints list padded to exactly 32 KiB is read; one byte more is not.
+    let value_at = format!("10.0.0.7:8000,{}", " ".repeat(32 * 1024 - 14));
+    assert_eq!(value_at.len(), 32 * 1024);
+    let c = ScalerConfig::from_metadata(&map(&[("endpoints", &value_at)])).unwrap();
+    assert_eq!(
+        c.targets,
+        TargetSource::Static(vec!["http://10.0.0.7:8000/metrics".into()])
+    );
+    let value_past = format!("{value_at} ");
+    let past = ScalerConfig::from_metadata(&map(&[("endpoints", &value_past)])).unwrap_err();
+    assert_eq!(
+        past.to_string(),
+        "scaler metadata \"endpoints\": the value is 32769 bytes long, more than the limit of 32768"
+    );
+}
+
+#[test]
+fn the_scrape_interval_serializes_as_seconds() {
+    let c = parse(&[("scrapeIntervalSeconds", "0.5")]).unwrap();
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["scrape_interval"], serde_json::json!(0.5));
+    let c = parse(&[]).unwrap();
+    assert_eq!(
+        serde_json::to_value(&c).unwrap()["scrape_interval"],
+        serde_json::json!(2.0)
+    );
+}

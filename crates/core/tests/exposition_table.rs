@@ -219,6 +219,11 @@ fn grammar_points_parse_to_exactly_these_samples() {
             &[("a", &[], 1.0, None)],
         ),
         (
+            "# EOF followed by more text is a comment",
+            "a 1\n# EOF here\nb 2\n",
+            &[("a", &[], 1.0, None), ("b", &[], 2.0, None)],
+        ),
+        (
             "# EOFX is a comment",
             "# EOFX\na 1\n",
             &[("a", &[], 1.0, None)],
@@ -448,6 +453,16 @@ fn malformed_inputs_fail_with_exact_errors() {
         ("help with bad name", "# HELP 1a x", format!("line 1, column 8: expected a metric name after # HELP, # TYPE or # UNIT, {CHAR}")),
         ("help with labels", "# HELP a{x} y", format!("line 1, column 9: expected a space after the metric name, {CHAR}")),
         ("unit with bad name", "# UNIT -a s", format!("line 1, column 8: expected a metric name after # HELP, # TYPE or # UNIT, {CHAR}")),
+        // An exemplar is skipped with the rest of its line, which still counts as one line.
+        ("bad value after an exemplar line", "a_total 3 # {trace_id=\"abc\"} 1\nb abc\n", format!("line 2, column 3: {NUMBER_HINT}")),
+        ("bad value after a timestamped exemplar line", "a_total 3 1000 # {trace_id=\"abc\"} 1\r\n\nb abc\n", format!("line 3, column 3: {NUMBER_HINT}")),
+        // A carriage return ends a token only at the end of its line.
+        ("carriage return inside the line after a value", "a 1\r 2\n", format!("line 1, column 3: {NUMBER_HINT}")),
+        ("carriage return inside the line after a timestamp", "a 1 2\r x\n", "line 1, column 5: the timestamp is not a number: expected integer milliseconds since the unix epoch".into()),
+        // The byte-order mark's three bytes count on line 1 only, as an editor shows them.
+        ("byte-order mark before a bad value", "\u{feff}a abc\n", format!("line 1, column 6: {NUMBER_HINT}")),
+        ("byte-order mark before a bad type", "\u{feff}# TYPE a countr", format!("line 1, column 13: {TYPE_HINT}")),
+        ("byte-order mark, bad value on line 2", "\u{feff}a 1\nb abc\n", format!("line 2, column 3: {NUMBER_HINT}")),
         ("error line counts crlf and blank lines", "a 1\r\n\r\n# HELP a x\r\n\r\nb{x=\"1\"} zz\r\n", format!("line 5, column 10: {NUMBER_HINT}")),
     ];
     let mut wrong = Vec::new();
@@ -583,6 +598,17 @@ fn large_label_sets() {
     assert_eq!(exp.samples[0].label("l39"), Some("39"));
 
     let body = format!("a{{{},l7=\"again\"}} 1\n", labels.join(","));
+    let e = exposition::parse(&body).unwrap_err();
+    assert_eq!(e.kind, ParseErrorKind::DuplicateLabel);
+    assert_eq!(e.column, body.find('}').unwrap() + 1);
+
+    // Up to 32 labels each new one is compared with those before it, and the error points at
+    // the repeated name; from the 33rd on, the set is checked once at its `}`.
+    let body = format!("a{{{},l0=\"again\"}} 1\n", labels[..31].join(","));
+    let e = exposition::parse(&body).unwrap_err();
+    assert_eq!(e.kind, ParseErrorKind::DuplicateLabel);
+    assert_eq!(e.column, body.find(",l0=").unwrap() + 2);
+    let body = format!("a{{{},l0=\"again\"}} 1\n", labels[..32].join(","));
     let e = exposition::parse(&body).unwrap_err();
     assert_eq!(e.kind, ParseErrorKind::DuplicateLabel);
     assert_eq!(e.column, body.find('}').unwrap() + 1);

@@ -374,6 +374,9 @@ mod tests {
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("same", "same"), 0);
+        // Deletions at the start go through the first column.
+        assert_eq!(edit_distance("abc", ""), 3);
+        assert_eq!(edit_distance("xab", "ab"), 1);
     }
 
     #[test]

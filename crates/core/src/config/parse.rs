@@ -134,6 +134,30 @@ mod tests {
     }
 
     #[test]
+    fn seconds_stop_below_a_billion() {
+        let just_below = Duration::from_secs(999_999_999);
+        assert_eq!(seconds("999999999"), Ok(just_below));
+        assert_eq!(seconds_positive("999999999"), Ok(just_below));
+        assert_eq!(scrape_interval("999999999"), Ok(just_below));
+        for at_the_bound in ["1000000000", "1000000000.0"] {
+            assert!(seconds(at_the_bound).is_err(), "{at_the_bound}");
+            assert!(seconds_positive(at_the_bound).is_err(), "{at_the_bound}");
+            assert!(scrape_interval(at_the_bound).is_err(), "{at_the_bound}");
+        }
+        assert_eq!(seconds("0"), Ok(Duration::ZERO));
+        assert!(seconds_positive("0").is_err());
+        assert_eq!(scrape_interval("0.1"), Ok(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn a_model_name_has_no_space_inside() {
+        assert_eq!(model(" m/x-1 ").as_deref(), Ok("m/x-1"));
+        for bad in ["", " ", "a b", "a\tb"] {
+            assert!(model(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn slo_is_seconds_or_off() {
         assert_eq!(slo("1.5"), Ok(Some(1.5)));
         for off in ["off", " OFF ", "Off"] {

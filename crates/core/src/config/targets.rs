@@ -287,6 +287,85 @@ mod tests {
     }
 
     #[test]
+    fn a_query_a_fragment_or_a_space_anywhere_in_an_entry_or_a_path_is_refused() {
+        // Each alone, in the path, where the host check cannot catch it.
+        for bad in [
+            "http://a:1/m?x",
+            "http://a:1/m#x",
+            "http://a:1/m x",
+            "http://a:1/m\tx",
+        ] {
+            assert_eq!(url(bad, "/metrics"), None, "{bad:?}");
+        }
+        assert_eq!(
+            url("http://a:1/m-x_1", "/metrics").as_deref(),
+            Some("http://a:1/m-x_1")
+        );
+        for bad in ["/m?x", "/m#x", "/m x", "/m\tx"] {
+            assert!(metrics_path(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(metrics_path(" /m-x_1 ").as_deref(), Ok("/m-x_1"));
+    }
+
+    #[test]
+    fn a_port_is_digits_only_without_a_sign() {
+        // `u16::from_str` alone would take a leading `+`.
+        assert_eq!("+80".parse::<u16>(), Ok(80));
+        for bad in ["+80", " +80", "", " ", "-1", "0", "65536", "8o"] {
+            assert_eq!(parse_port(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_port(" 65535 "), Some(65535));
+        assert_eq!(parse_port("1"), Some(1));
+        assert!(port("+8080").is_err());
+        assert_eq!(url("a:+80", "/metrics"), None);
+        assert!(service("vllm:+80").is_err());
+    }
+
+    #[test]
+    fn dns_names_follow_the_label_rules() {
+        let long_label = "a".repeat(63);
+        let long_name = [
+            &*"a".repeat(63),
+            &"b".repeat(63),
+            &"c".repeat(63),
+            &"d".repeat(61),
+        ]
+        .join(".");
+        assert_eq!(long_name.len(), 253);
+        for good in [
+            "vllm",
+            "vllm-headless.default.svc",
+            "a-b.c",
+            "x1",
+            "vllm.",
+            long_label.as_str(),
+            long_name.as_str(),
+        ] {
+            assert!(dns_name(good), "{good:?}");
+        }
+        let too_long_label = "a".repeat(64);
+        let too_long_name = format!("{long_name}e");
+        for bad in [
+            "",
+            ".",
+            "-vllm",
+            "vllm-",
+            "a.-b",
+            "a.b-",
+            "a..b",
+            ".a",
+            "a_b",
+            too_long_label.as_str(),
+            too_long_name.as_str(),
+        ] {
+            assert!(!dns_name(bad), "{bad:?}");
+        }
+        assert!(service("-vllm").is_err());
+        assert!(service("a..b:80").is_err());
+        assert_eq!(service("VLLM.ns:81"), Ok(("vllm.ns".to_owned(), Some(81))));
+    }
+
+    #[test]
     fn an_https_entry_is_refused_naming_it_and_the_fix() {
         let error = endpoints("http://a:8000, HTTPS://b:8443/m ,c:8000").unwrap_err();
         assert!(error.contains("\"HTTPS://b:8443/m\""), "{error}");

@@ -149,6 +149,33 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_error_names_the_limit_in_words() {
+        let messages: Vec<String> = Limit::ALL
+            .iter()
+            .map(|&limit| ParseErrorKind::LimitExceeded { limit, max: 7 }.to_string())
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "more than 7 samples per target",
+                "more than 7 labels per sample",
+                "more than 7 bytes per label name",
+                "more than 7 bytes per label value",
+            ]
+        );
+        let labels: Vec<&str> = Limit::ALL.iter().map(|l| l.label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "samples",
+                "labels_per_sample",
+                "label_name_length",
+                "label_value_length"
+            ]
+        );
+    }
+
+    #[test]
     fn limits_have_distinct_labels() {
         let labels: std::collections::HashSet<&str> =
             Limit::ALL.iter().map(|l| l.label()).collect();

@@ -193,6 +193,79 @@ mod tests {
         }
     }
 
+    /// What the fast path made of `s`: its value, or why it gave up.
+    fn fast(s: &str) -> Result<f64, &'static str> {
+        match fast_decimal(s.as_bytes()) {
+            Fast::Value(v) => Ok(v),
+            Fast::NotANumber => Err("not a number"),
+            Fast::Unsure => Err("unsure"),
+        }
+    }
+
+    #[test]
+    fn the_decimals_exporters_write_take_the_fast_path() {
+        // Each of these is answered by the fast path itself, exactly as the standard library
+        // would; falling back would give the same value, only slower.
+        for s in [
+            "0",
+            "14",
+            "14.0",
+            "-14.5",
+            "+5",
+            "-.5e3",
+            "0.9003",
+            "612.347000",
+            "1.144722e+06",
+            "6.0521304064e+10",
+            "1e-05",
+            "2.5E-3",
+            "1E5",
+            "1e+0022",
+            "1e22",
+            "1e-22",
+            "9007199254740992",
+            "900719925474099.2",
+            "123456789012345.6e-3",
+            "123e21",
+        ] {
+            let std: f64 = s.parse().unwrap();
+            assert_eq!(fast(s).map(f64::to_bits), Ok(std.to_bits()), "{s}");
+        }
+        // Past what one rounding covers: 20 digits, a mantissa above 2^53, a power of ten
+        // beyond 10^22, a five-digit exponent (even one of small value); and the words.
+        for s in [
+            "12345678901234567890",
+            "1234567890.1234567890",
+            "9007199254740993",
+            "1e23",
+            "1e-23",
+            "1e10000",
+            "1e-10000",
+            "1e00001",
+            "2.5e-00001",
+            "NaN",
+            "+Inf",
+            "-Infinity",
+            "",
+            "-",
+            ".",
+        ] {
+            assert_eq!(fast(s), Err("unsure"), "{s:?}");
+        }
+        for s in ["1e", "1e+", "1e-x", "1x", "1.2.3", "1e5x", "1.5 ", "1,5"] {
+            assert_eq!(fast(s), Err("not a number"), "{s:?}");
+        }
+        // Long inputs still agree with the standard library through the slow path.
+        for s in [
+            "123456789012345678901234567890",
+            "0.123456789012345678901234567890",
+            "1e0000000000000000000005",
+        ] {
+            let std: f64 = s.parse().unwrap();
+            assert_eq!(parse_value(s).map(f64::to_bits), Some(std.to_bits()), "{s}");
+        }
+    }
+
     #[test]
     fn words_and_garbage() {
         assert!(parse_value("NaN").unwrap().is_nan());
@@ -222,5 +295,16 @@ mod tests {
         assert_eq!(parse_timestamp_ms("1e300"), None);
         assert_eq!(parse_timestamp_ms("12a"), None);
         assert_eq!(parse_timestamp_ms("-"), None);
+        // Seconds are kept to 9e18 ms, short of i64::MAX, and refused from there on.
+        assert_eq!(
+            parse_timestamp_ms("8.999e15"),
+            Some(8_999_000_000_000_000_000)
+        );
+        assert_eq!(
+            parse_timestamp_ms("-8.999e15"),
+            Some(-8_999_000_000_000_000_000)
+        );
+        assert_eq!(parse_timestamp_ms("9e15"), None);
+        assert_eq!(parse_timestamp_ms("-9e15"), None);
     }
 }
