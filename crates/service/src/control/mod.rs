@@ -202,7 +202,8 @@ struct Inner {
     origin: Instant,
     shutdown: CancellationToken,
     tasks: TaskTracker,
-    /// Loops removed from the registry since it was made (see [`LoopRegistry::stopped_loops`]).
+    /// Loops that have ended since the registry was made, replaced ones included (see
+    /// [`LoopRegistry::stopped_loops`]).
     stopped: AtomicU64,
 }
 
