@@ -15,7 +15,8 @@
 //!
 //! 4. Soak (`--soak-minutes 30`): instead of 2 and 3, waves of `--pods` ScaledObjects (one
 //!    target each) created and then left idle until their loops stop, for that long; RSS and
-//!    open descriptors after every wave, and their growth since the second wave.
+//!    open descriptors after every wave, their growth since the second wave, and at the end
+//!    the trend of the after-wave RSS (second half against first half, and the slope).
 //! 5. Memory (`--memory`): instead of 2 and 3, RSS at start, after a burst of the largest
 //!    bodies the default limits accept, and after `--pods` one-target ScaledObjects are created
 //!    and removed; each "after" reading is taken once the scaler's check for stopped loops
@@ -522,9 +523,10 @@ async fn ask_then_drop(
     while Instant::now() < stop_by && !cycles(http).await.is_empty() {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    // The last loops deregister a moment after /debug stops listing them, and the scaler
-    // gives the freed memory back at its next check for stopped loops.
-    tokio::time::sleep(Duration::from_secs(2) + RELEASE_CHECK).await;
+    // The last loops deregister a moment after /debug stops listing them; the scaler gives
+    // the freed memory back at its next check for stopped loops, and again at the check after
+    // it (what the loops dropped after they deregistered).
+    tokio::time::sleep(Duration::from_secs(2) + RELEASE_CHECK * 2).await;
     let (idle, _) = rss_mib(pid);
     (busy, busy_peak, idle)
 }
@@ -601,6 +603,7 @@ async fn soak(
     let started = Instant::now();
     let mut wave = 0;
     let mut after_warmup: Option<(f64, usize)> = None;
+    let mut idle_after_warmup: Vec<f64> = Vec::new();
     while started.elapsed().as_secs_f64() < args.soak_minutes * 60.0 {
         wave += 1;
         let refs: Vec<ScaledObjectRef> = pods
@@ -631,7 +634,32 @@ async fn soak(
                 (idle / base - 1.0) * 100.0,
                 fds as i64 - base_fds as i64
             );
+            idle_after_warmup.push(idle);
         }
+    }
+    // One wave's reading moves by tens of MiB with where live blocks happen to sit, so growth
+    // is also given as a trend over every wave after warm-up: the second half's mean against
+    // the first half's, and the least-squares slope projected over the whole run.
+    let n = idle_after_warmup.len();
+    if n >= 4 {
+        let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+        let (first, second) = idle_after_warmup.split_at(n / 2);
+        let (m1, m2) = (mean(first), mean(second));
+        let x_mean = (n as f64 - 1.0) / 2.0;
+        let y_mean = mean(&idle_after_warmup);
+        let (mut sxy, mut sxx) = (0.0, 0.0);
+        for (i, y) in idle_after_warmup.iter().enumerate() {
+            sxy += (i as f64 - x_mean) * (y - y_mean);
+            sxx += (i as f64 - x_mean).powi(2);
+        }
+        let slope = sxy / sxx;
+        println!(
+            "soak: {n} waves after warm-up (wave 2 on); RSS after a wave: first half mean \
+             {m1:.1} MiB, second half {m2:.1} MiB ({:+.1} %); trend {slope:+.2} MiB per wave, \
+             {:+.1} % of the mean over the {n} waves",
+            (m2 / m1 - 1.0) * 100.0,
+            slope * (n as f64 - 1.0) / y_mean * 100.0
+        );
     }
 }
 

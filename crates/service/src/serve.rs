@@ -77,7 +77,8 @@ const GRPC_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 pub const RELEASE_CHECK: Duration = Duration::from_secs(5);
 
 /// Calls `release` (the allocator's [`ServeOptions::release_memory`]) on a blocking thread
-/// every [`RELEASE_CHECK`] in which loops stopped: a wave of ScaledObjects leaving frees their
+/// every [`RELEASE_CHECK`] in which loops stopped, and once more at the first check after
+/// them in which none did: a wave of ScaledObjects leaving frees their
 /// histories and connections in bulk, and neither allocator hands that back on its own while
 /// the process is quiet. A steady fleet, whose loops never stop, never triggers it.
 async fn release_memory_after_stops(
@@ -88,6 +89,11 @@ async fn release_memory_after_stops(
     let mut ticker = tokio::time::interval(RELEASE_CHECK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut released_at = loops.stopped_loops();
+    // Whether the last check released while loops were still stopping: a loop deregisters
+    // before its future (its history, buffers and connection) is dropped, so the wave's last
+    // loops free most of their memory just after the release that counted them. One more
+    // release at the first quiet check gives that back too.
+    let mut settle = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -95,7 +101,12 @@ async fn release_memory_after_stops(
         }
         let stopped = loops.stopped_loops();
         if stopped == released_at {
-            continue;
+            if !settle {
+                continue;
+            }
+            settle = false;
+        } else {
+            settle = true;
         }
         released_at = stopped;
         let started = tokio::time::Instant::now();
