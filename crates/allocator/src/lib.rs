@@ -5,11 +5,11 @@
 //! freed histories and buffers stay resident, scattered through the arenas, until something
 //! asks for them back. `serve` calls [`release_free_memory`] when loops have stopped, which
 //! hands every free page of every arena back (`malloc_trim(0)`). Measured with 5,000
-//! one-target ScaledObjects created and removed, this left 77-92 MiB resident where glibc
+//! one-target ScaledObjects created and removed, this left 51-53 MiB resident where glibc
 //! alone kept 234 MiB and mimalloc (the earlier default) 230 MiB, with a lower peak than
-//! either (BENCHMARKS.md, "Memory that returns"). glibc's allocator costs CPU, though: at
-//! 5,000 pods on a quiet machine it took 1.13 cores where mimalloc took 0.92, so this choice
-//! is open again.
+//! either (BENCHMARKS.md, "Memory that returns"). glibc's allocator costs 10-25 % more CPU
+//! than mimalloc at 5,000 pods (0.70 against 0.60 cores in one sitting, 1.13 against 0.92 in
+//! another).
 //!
 //! The workspace forbids unsafe code; the one foreign call below is the project's only unsafe
 //! code.
