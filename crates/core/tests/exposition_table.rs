@@ -397,7 +397,8 @@ fn exact_sample_struct() {
             labels: vec![Label {
                 name: "x",
                 value: Cow::Borrowed("1")
-            }],
+            }]
+            .into(),
             value: 2.0,
             timestamp_ms: Some(3),
         }]

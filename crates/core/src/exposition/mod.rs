@@ -137,13 +137,18 @@ pub struct Label<'a> {
     pub value: Cow<'a, str>,
 }
 
+/// A sample's labels: up to four inline, more on the heap.
+pub type Labels<'a> = smallvec::SmallVec<[Label<'a>; 4]>;
+
 /// One sample line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample<'a> {
     /// Full sample name as written (for histograms this includes `_bucket`, `_sum`, `_count`).
     pub name: &'a str,
-    /// Labels in the order written.
-    pub labels: Vec<Label<'a>>,
+    /// Labels in the order written. vLLM's series carry 2-4 labels: up to four live inline,
+    /// so parsing a sample allocates nothing for them (a 5,000-pod scaler parses a million
+    /// samples a second).
+    pub labels: Labels<'a>,
     /// The value (`NaN`, `+Inf`, `-Inf` allowed).
     pub value: f64,
     /// Optional timestamp in milliseconds.

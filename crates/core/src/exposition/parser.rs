@@ -15,7 +15,7 @@ use super::scan::{
     LABEL_CONTINUE, LABEL_START, NAME_CONTINUE, NAME_START, find_newline, find_value_stop,
     is_blank, is_eol, scan_name, scan_token, skip_blanks,
 };
-use super::{Exposition, Family, Label, Limits, MetricType, Sample};
+use super::{Exposition, Family, Label, Labels, Limits, MetricType, Sample};
 
 /// A failure and the body offset it is about.
 type Fail = (ParseErrorKind, usize);
@@ -152,7 +152,7 @@ impl<'a> Parser<'a> {
         }
         let name = slice(body, start, name_end);
         let mut i = name_end;
-        let mut labels = Vec::new();
+        let mut labels = Labels::new();
         match b.get(i) {
             Some(b'{') => i = self.labels(name, i + 1, &mut labels)?,
             Some(&c) if is_blank(c) => {
@@ -203,12 +203,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Parses a label set after its `{` into `labels`; returns the index after the `}`.
-    fn labels(
-        &self,
-        _metric: &str,
-        mut i: usize,
-        labels: &mut Vec<Label<'a>>,
-    ) -> Result<usize, Fail> {
+    fn labels(&self, _metric: &str, mut i: usize, labels: &mut Labels<'a>) -> Result<usize, Fail> {
         let body = self.body;
         let b = body.as_bytes();
         loop {
@@ -248,10 +243,6 @@ impl<'a> Parser<'a> {
             }
             if labels.len() < SCAN_FOR_DUPLICATES_BELOW && labels.iter().any(|l| l.name == name) {
                 return Err((ParseErrorKind::DuplicateLabel, name_start));
-            }
-            if labels.is_empty() {
-                // vLLM series carry 2-4 labels: one allocation in the common case.
-                labels.reserve_exact(4);
             }
             labels.push(Label { name, value });
             i = skip_blanks(b, after);
