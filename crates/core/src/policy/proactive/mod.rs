@@ -13,14 +13,16 @@
 //!    stay below half their SLOs under load, corrected down when they break at a lower
 //!    throughput; an optional prior starts it;
 //! 4. forecasts demand over the start-up horizon (learned from how long asked-for replicas took
-//!    to answer, or set): the current demand plus a rising trend over the horizon, and the
+//!    to answer, or set): the current demand plus a rising trend over the horizon (at most the
+//!    slope over the last `rise` seconds: a step that has happened is not a ramp), and the
 //!    recent peak for scale-in;
 //! 5. needs `ceil(forecast / (capacity x utilisation))` replicas, and at least what the
 //!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`): one step up to that need
 //!    (widened to the HPA's tolerance as the guide does); capacity still starting is withdrawn
 //!    when the need falls to what is ready; below the ready replicas it scales in to the highest
 //!    need of the calm period, once the need has stayed below the level that long with no
-//!    trigger, at most once per scale-down period.
+//!    trigger, at most once per scale-down period; a surplus of at least half the fleet (a
+//!    burst that has passed) goes after `release` seconds instead of the calm period.
 //!
 //! Without a capacity estimate yet (no prior and nothing observed within the SLO) the guide
 //! decides alone. Pure: time is an argument.
@@ -74,6 +76,14 @@ pub struct ProactiveConfig {
     /// Whether a demand pattern that repeats (a period of 10 to 120 minutes, seen twice) is
     /// expected again: capacity for what came one period ago is asked for a start-up ahead.
     pub periodic: bool,
+    /// Seconds a surplus of at least half the fleet (the need at most half the level: the
+    /// capacity of a burst that has passed) must stay unneeded, with no trigger, before it is
+    /// released; 0: such a surplus waits for the calm period like any other.
+    pub release_seconds: f64,
+    /// The rising trend is the smaller of the slopes over the trend window and over the last
+    /// this many seconds, so a step that has already happened is not extrapolated as a ramp;
+    /// 0: the trend window's slope alone.
+    pub rise_seconds: f64,
 }
 
 impl Default for ProactiveConfig {
@@ -87,6 +97,8 @@ impl Default for ProactiveConfig {
             backstop_always: DEFAULT_BACKSTOP_ALWAYS,
             trend_weight: DEFAULT_TREND_WEIGHT,
             periodic: DEFAULT_PERIODIC,
+            release_seconds: DEFAULT_RELEASE_SECONDS,
+            rise_seconds: DEFAULT_RISE_SECONDS,
         }
     }
 }
@@ -103,6 +115,12 @@ pub const DEFAULT_BACKSTOP_ALWAYS: bool = true;
 pub const DEFAULT_TREND_WEIGHT: f64 = 1.0;
 /// Whether repeating patterns are expected again by default (chosen on the training scenarios).
 pub const DEFAULT_PERIODIC: bool = true;
+/// The default release time of a burst's surplus, seconds (chosen on the training scenarios:
+/// the minute after which capacity still starting is withdrawn, too).
+pub const DEFAULT_RELEASE_SECONDS: f64 = 60.0;
+/// The default window of the recent slope that caps the trend, seconds (chosen on the training
+/// scenarios).
+pub const DEFAULT_RISE_SECONDS: f64 = 120.0;
 /// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
@@ -111,13 +129,15 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `;`- or space-separated settings `utilization=F` (0..1], `capacity=R` (requests per second
 /// per replica), `startup=S` (seconds), `peak=S` (the peak floor's window, seconds, 0 for
 /// none), `drain=S` (backlog drain time, seconds, 0 to size for demand only),
-/// `trend=W` (weight of the rising trend, 0..1), `backstop=always|growing`, and `periodic=on|off`.
+/// `trend=W` (weight of the rising trend, 0..1), `backstop=always|growing`, `periodic=on|off`,
+/// `release=S` (seconds before a surplus of half the fleet is released, 0 for none) and
+/// `rise=S` (window of the recent slope that caps the trend, seconds, 0 for none).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing` and `; periodic=on|off`";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none) and `; rise=S` (seconds, 0 for none)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -154,7 +174,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     };
                     continue;
                 }
-                let zero_ok = matches!(k, "peak" | "drain" | "trend");
+                let zero_ok = matches!(k, "peak" | "drain" | "trend" | "release" | "rise");
                 let x: f64 = v
                     .parse()
                     .ok()
@@ -174,6 +194,8 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "peak" if x <= 86_400.0 => c.peak_window_seconds = x,
                     "drain" if x <= 86_400.0 => c.drain_seconds = x,
                     "trend" if x <= 1.0 => c.trend_weight = x,
+                    "release" if x <= 86_400.0 => c.release_seconds = x,
+                    "rise" if x <= 86_400.0 => c.rise_seconds = x,
                     _ => {
                         return Err(format!(
                             "{part:?}: unknown setting or out of range; {expected}"
@@ -323,6 +345,20 @@ impl Proactive {
         let mut fc = self
             .demand
             .forecast(now, horizon, TREND_WINDOW, c.scale_down_stabilization);
+        // A step that has already happened keeps the trend window's slope high for minutes
+        // after the demand has levelled off; the slope over the last `rise` seconds says
+        // whether it still rises.
+        let mut recent_slope = None;
+        if self.config.rise_seconds > 0.0 {
+            let recent = self
+                .demand
+                .trend(now, Duration::from_secs_f64(self.config.rise_seconds));
+            if fc.trend > 0.0 && fc.trend - recent > 1e-9 {
+                recent_slope = Some((fc.trend, recent));
+                fc.trend = recent;
+                fc.at_horizon = fc.now + recent.max(0.0) * fc.horizon_seconds;
+            }
+        }
         fc.at_horizon = fc.now + self.config.trend_weight * (fc.at_horizon - fc.now);
         let per = cap * self.config.target_utilization;
         let backlog = if self.config.drain_seconds > 0.0 {
@@ -403,12 +439,35 @@ impl Proactive {
             let spaced = self
                 .last_down
                 .is_none_or(|t| t.saturating_add(c.scale_down_period) <= now);
+            let release = Duration::from_secs_f64(self.config.release_seconds);
+            let release_need = self
+                .needs
+                .iter()
+                .filter(|n| n.0.saturating_add(release) >= now)
+                .map(|n| n.1)
+                .max()
+                .unwrap_or(need);
             if calm_for >= c.scale_down_stabilization && spaced && window_need < prev {
                 level = window_need;
                 self.last_down = Some(now);
                 step = format!(
                     "need at most {window_need} for {} with no trigger: scale in {prev} -> {level}",
                     super::explain::dur(calm_for)
+                );
+            } else if !release.is_zero()
+                && calm_for >= release
+                && spaced
+                && release_need.saturating_mul(2) <= prev
+            {
+                // At most half the fleet is needed: the capacity of a burst that has passed
+                // (or that arrived after it), released before the whole calm period.
+                level = release_need;
+                self.last_down = Some(now);
+                step = format!(
+                    "need at most {release_need} for {} with no trigger, at most half of the {prev} replicas: the surplus of a burst that has passed is released after {} (not the calm period of {}): scale in {prev} -> {level}",
+                    super::explain::dur(calm_for),
+                    super::explain::dur(release),
+                    super::explain::dur(c.scale_down_stabilization),
                 );
             }
         }
@@ -434,6 +493,15 @@ impl Proactive {
             demand_need,
             self.startup_learned.is_some() || self.config.startup_seconds.is_some(),
         );
+        if let Some((window_slope, recent)) = recent_slope {
+            numbers.push_str(&format!(
+                "; trend from the last {}: {} req/s per s, below the {} slope of {} req/s per s (a step that has happened is not a ramp)",
+                super::explain::dur(Duration::from_secs_f64(self.config.rise_seconds)),
+                num(recent),
+                super::explain::dur(TREND_WINDOW),
+                num(window_slope),
+            ));
+        }
         if let Some((peak, age, floor_need)) = floor {
             numbers.push_str(&format!(
                 "; floor: peak {} req/s {} ago (window {}) -> {floor_need} replicas",

@@ -93,9 +93,20 @@ fn the_policy_value_is_read_with_its_settings() {
             ..ProactiveConfig::default()
         }))
     );
+    assert_eq!(
+        parse_policy("proactive; release=120; rise=90"),
+        Ok(Some(ProactiveConfig {
+            release_seconds: 120.0,
+            rise_seconds: 90.0,
+            ..ProactiveConfig::default()
+        }))
+    );
     for bad in [
         "",
         "reactive",
+        "proactive; release=-1",
+        "proactive; rise=x",
+        "proactive; release=100000",
         "guide; utilization=0.5",
         "proactive; utilization=1.5",
         "proactive; capacity=-1",
@@ -204,7 +215,7 @@ fn capacity_still_starting_is_withdrawn_when_no_longer_needed() {
 
 #[test]
 fn scale_in_goes_to_the_need_in_one_step_after_the_calm_period() {
-    let mut r = Run::new("proactive; capacity=10; startup=300", 10);
+    let mut r = Run::new("proactive; capacity=10; startup=300; release=0", 10);
     let mut downs = Vec::new();
     let mut last = 10;
     for t in (0..=900).step_by(2) {
@@ -334,12 +345,18 @@ fn burst_then_calm(metadata: &str, until: u64) -> Vec<(u64, Decision)> {
 #[test]
 fn the_peak_floor_holds_capacity_for_a_recent_burst_then_releases_it() {
     // Without a floor, the calm period after the burst brings the fleet back to 2.
-    let none = burst_then_calm("proactive; capacity=10; startup=300; peak=0", 1200);
+    let none = burst_then_calm(
+        "proactive; capacity=10; startup=300; peak=0; release=0",
+        1200,
+    );
     let high = none.iter().map(|d| d.1.target_replicas).max().unwrap();
     assert!(high >= 8, "the burst scaled out: {high}");
     assert_eq!(none.last().unwrap().1.target_replicas, 2);
     // With a 30-minute floor: held at the burst's need until the window has passed.
-    let floor = burst_then_calm("proactive; capacity=10; startup=300; peak=1800", 3000);
+    let floor = burst_then_calm(
+        "proactive; capacity=10; startup=300; peak=1800; release=0",
+        3000,
+    );
     let at = |t: u64| floor.iter().find(|d| d.0 == t).unwrap().1.clone();
     let held = at(1200);
     assert!(held.target_replicas >= 8, "{held:?}");
@@ -531,4 +548,70 @@ fn a_burst_that_repeats_is_asked_for_a_start_up_ahead_of_its_next_arrival() {
             assert!(!explanation.contains("repeats"), "{explanation}");
         }
     }
+}
+
+#[test]
+fn the_surplus_of_a_burst_that_has_passed_is_released_before_the_calm_period() {
+    // 10 ready replicas serving 12 req/s need 2 (8 req/s per replica at 80 %): at most half
+    // the fleet is needed, so with `release=120` the surplus goes after 120 s, not 300 s.
+    let first_down = |metadata: &str, rps: f64| {
+        let mut r = Run::new(metadata, 10);
+        (0..=900)
+            .step_by(2)
+            .map(|t| (t, r.at(t, &fleet(10, rps, 10.0))))
+            .find(|d| d.1.target_replicas < 10)
+            .expect("scaled in")
+    };
+    let (t, d) = first_down("proactive; capacity=10; startup=300; release=120", 12.0);
+    assert!((120..=130).contains(&t), "{t}: {d:?}");
+    assert_eq!(d.target_replicas, 2, "{d:?}");
+    assert_eq!(d.reason, Reason::ScaleInCalm);
+    assert!(
+        d.explanation.contains(
+            "at most half of the 10 replicas: the surplus of a burst that has passed is released after 120 s (not the calm period of 300 s): scale in 10 -> 2"
+        ),
+        "{}",
+        d.explanation
+    );
+    // The default releases it after a minute; with `release=0` it waits for the calm period.
+    let (t, d) = first_down("proactive; capacity=10; startup=300", 12.0);
+    assert!((60..=70).contains(&t), "{t}: {d:?}");
+    assert!(d.explanation.contains("released after 60 s"), "{d:?}");
+    let (t, d) = first_down("proactive; capacity=10; startup=300; release=0", 12.0);
+    assert!(t >= 300, "{t}: {d:?}");
+    // A need of 6 of 10 (48 req/s) is more than half the fleet: no early release.
+    let (t, d) = first_down("proactive; capacity=10; startup=300; release=120", 48.0);
+    assert!(t >= 300, "{t}: {d:?}");
+    assert_eq!(d.target_replicas, 6, "{d:?}");
+}
+
+#[test]
+fn a_step_that_has_happened_is_not_extrapolated_as_a_ramp() {
+    // 10 req/s for 5 minutes, then a step to 30 req/s (in-flight steady: demand = finished).
+    let last = |metadata: &str, rate: &dyn Fn(u64) -> f64, until: u64| {
+        let mut r = Run::new(metadata, 6);
+        let mut d = None;
+        for t in (0..=until).step_by(2) {
+            d = Some(r.at(t, &fleet(6, rate(t), 20.0)));
+        }
+        d.unwrap().explanation
+    };
+    let step = |t: u64| if t < 300 { 10.0 } else { 30.0 };
+    // Three minutes after the step the 5-minute slope is still steep; the last 2 minutes are
+    // flat.
+    let plain = last("proactive; capacity=10; startup=300; rise=0", &step, 480);
+    assert!(!plain.contains("forecast 30 req/s"), "{plain}");
+    let rise = last("proactive; capacity=10; startup=300", &step, 480);
+    assert!(rise.contains("forecast 30 req/s"), "{rise}");
+    assert!(
+        rise.contains("; trend from the last 120 s: 0 req/s per s, below the 300 s slope of"),
+        "{rise}"
+    );
+    // A steady ramp rises over both windows alike: the same forecast, no note.
+    let ramp = |t: u64| 10.0 + 0.02 * t as f64;
+    let plain = last("proactive; capacity=10; startup=300; rise=0", &ramp, 300);
+    let rise = last("proactive; capacity=10; startup=300", &ramp, 300);
+    assert!(plain.contains("forecast 22 req/s"), "{plain}");
+    assert!(rise.contains("forecast 22 req/s"), "{rise}");
+    assert!(!rise.contains("trend from the last"), "{rise}");
 }
