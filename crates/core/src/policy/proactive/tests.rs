@@ -573,12 +573,16 @@ fn the_surplus_of_a_burst_that_has_passed_is_released_before_the_calm_period() {
         "{}",
         d.explanation
     );
-    // The default releases it after a minute; with `release=0` it waits for the calm period.
-    let (t, d) = first_down("proactive; capacity=10; startup=300", 12.0);
+    // `release=60` releases it after a minute; the default (0) and `release=0` wait for the
+    // calm period.
+    let (t, d) = first_down("proactive; capacity=10; startup=300; release=60", 12.0);
     assert!((60..=70).contains(&t), "{t}: {d:?}");
     assert!(d.explanation.contains("released after 60 s"), "{d:?}");
     let (t, d) = first_down("proactive; capacity=10; startup=300; release=0", 12.0);
     assert!(t >= 300, "{t}: {d:?}");
+    let (t, d) = first_down("proactive; capacity=10; startup=300", 12.0);
+    assert!(t >= 300, "{t}: {d:?}");
+    assert!(!d.explanation.contains("released after"), "{d:?}");
     // A need of 6 of 10 (48 req/s) is more than half the fleet: no early release.
     let (t, d) = first_down("proactive; capacity=10; startup=300; release=120", 48.0);
     assert!(t >= 300, "{t}: {d:?}");
@@ -601,7 +605,12 @@ fn a_step_that_has_happened_is_not_extrapolated_as_a_ramp() {
     // flat.
     let plain = last("proactive; capacity=10; startup=300; rise=0", &step, 480);
     assert!(!plain.contains("forecast 30 req/s"), "{plain}");
-    let rise = last("proactive; capacity=10; startup=300", &step, 480);
+    // The default (0) is the 5-minute slope alone.
+    assert_eq!(
+        last("proactive; capacity=10; startup=300", &step, 480),
+        plain
+    );
+    let rise = last("proactive; capacity=10; startup=300; rise=120", &step, 480);
     assert!(rise.contains("forecast 30 req/s"), "{rise}");
     assert!(
         rise.contains("; trend from the last 120 s: 0 req/s per s, below the 300 s slope of"),
@@ -610,7 +619,7 @@ fn a_step_that_has_happened_is_not_extrapolated_as_a_ramp() {
     // A steady ramp rises over both windows alike: the same forecast, no note.
     let ramp = |t: u64| 10.0 + 0.02 * t as f64;
     let plain = last("proactive; capacity=10; startup=300; rise=0", &ramp, 300);
-    let rise = last("proactive; capacity=10; startup=300", &ramp, 300);
+    let rise = last("proactive; capacity=10; startup=300; rise=120", &ramp, 300);
     assert!(plain.contains("forecast 22 req/s"), "{plain}");
     assert!(rise.contains("forecast 22 req/s"), "{rise}");
     assert!(!rise.contains("trend from the last"), "{rise}");
