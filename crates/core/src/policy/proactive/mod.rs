@@ -444,13 +444,16 @@ impl Proactive {
                 .last_down
                 .is_none_or(|t| t.saturating_add(c.scale_down_period) <= now);
             let release = Duration::from_secs_f64(self.config.release_seconds);
-            let release_need = self
-                .needs
-                .iter()
-                .filter(|n| n.0.saturating_add(release) >= now)
-                .map(|n| n.1)
-                .max()
-                .unwrap_or(need);
+            // The highest need over the last `release` seconds, looked up only when a release
+            // is set and due (it is off by default).
+            let release_need = || {
+                self.needs
+                    .iter()
+                    .filter(|n| n.0.saturating_add(release) >= now)
+                    .map(|n| n.1)
+                    .max()
+                    .unwrap_or(need)
+            };
             if calm_for >= c.scale_down_stabilization && spaced && window_need < prev {
                 level = window_need;
                 self.last_down = Some(now);
@@ -458,10 +461,9 @@ impl Proactive {
                     "need at most {window_need} for {} with no trigger: scale in {prev} -> {level}",
                     super::explain::dur(calm_for)
                 );
-            } else if !release.is_zero()
-                && calm_for >= release
-                && spaced
-                && release_need.saturating_mul(2) <= prev
+            } else if let Some(release_need) = (!release.is_zero() && calm_for >= release && spaced)
+                .then(release_need)
+                .filter(|n| n.saturating_mul(2) <= prev)
             {
                 // At most half the fleet is needed: the capacity of a burst that has passed
                 // (or that arrived after it), released before the whole calm period.
