@@ -89,10 +89,11 @@ async fn release_memory_after_stops(
     let mut ticker = tokio::time::interval(RELEASE_CHECK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut released_at = loops.stopped_loops();
-    // Whether the last check released while loops were still stopping: a loop deregisters
-    // before its future (its history, buffers and connection) is dropped, so the wave's last
-    // loops free most of their memory just after the release that counted them. One more
-    // release at the first quiet check gives that back too.
+    // Whether the last check released because loops stopped: what other tasks still held of
+    // the ended loops (an RPC's or a stream's handle on a ScaledObject, the blocking threads
+    // that parsed for them) is freed after the release that counted them. One more release at
+    // the first quiet check gives that back too (after 5,000 ScaledObjects left: 51-53 MiB
+    // resident with it, 77-92 MiB without; BENCHMARKS.md, "Memory that returns").
     let mut settle = false;
     loop {
         tokio::select! {

@@ -190,8 +190,12 @@ pub(super) async fn run(
         }
     }
     so.cancel.cancel();
-    deregister.remove(&so);
+    // The loop's series and state go before it leaves the registry: a loop started for the
+    // same key after that never has its series removed by this one, and the stop is counted
+    // (for `serve`'s memory release) once this loop's memory is free.
     metrics.remove_scaledobject(&cycle.labels, cycle.reasons_seen.iter().map(String::as_str));
+    drop(cycle);
+    deregister.remove(&so);
     tracing::debug!(scaledobject = %so.key, "scrape loop stopped");
 }
 
