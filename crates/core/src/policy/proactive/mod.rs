@@ -237,6 +237,9 @@ pub struct Proactive {
     last_down: Option<Duration>,
     /// Since when a P95 latency has stayed over its SLO.
     breach_since: Option<Duration>,
+    /// The last time the guide's rules saw a breach the backstop follows (a trigger that
+    /// fired, was stabilising, rate-limited, held for starting replicas or at max), and which.
+    last_breach: Option<(Duration, Reason)>,
 }
 
 impl Proactive {
@@ -255,6 +258,7 @@ impl Proactive {
             below_since: None,
             last_down: None,
             breach_since: None,
+            last_breach: None,
         }
     }
 
@@ -407,6 +411,13 @@ impl Proactive {
             && guide_level > prev
             && (self.config.backstop_always || growth > 0.0);
         let quiet = !guide.reason.is_scale_out() && guide.reason != Reason::HoldStabilizing;
+        if is_breach(guide.reason) && (self.config.backstop_always || growth > 0.0) {
+            self.last_breach = Some((now, guide.reason));
+        }
+        // Capacity the backstop asked for is not withdrawn while its breach is recent.
+        let breach_recent = self
+            .last_breach
+            .filter(|(at, _)| at.saturating_add(WITHDRAW_AFTER) > now);
         if need < prev && quiet {
             self.below_since.get_or_insert(now);
         } else {
@@ -432,12 +443,22 @@ impl Proactive {
             // A withdrawal the HPA would ignore only undoes a step widened to its tolerance.
             && hpa_would_act(prev, recent_need.max(ready), c.hpa_tolerance)
         {
-            level = recent_need.max(ready);
-            step = format!(
-                "{} replicas still starting are no longer needed (need {recent_need} for {}): target {prev} -> {level}",
-                prev - ready,
-                super::explain::dur(WITHDRAW_AFTER)
-            );
+            if let Some((at, reason)) = breach_recent {
+                step = format!(
+                    "{} replicas still starting are kept although the need is {recent_need}: the guide's rules saw a breach {} ago ({}; kept until {} after the last)",
+                    prev - ready,
+                    super::explain::dur(now.saturating_sub(at)),
+                    reason.as_str(),
+                    super::explain::dur(WITHDRAW_AFTER)
+                );
+            } else {
+                level = recent_need.max(ready);
+                step = format!(
+                    "{} replicas still starting are no longer needed (need {recent_need} for {}, no breach of the guide's rules): target {prev} -> {level}",
+                    prev - ready,
+                    super::explain::dur(WITHDRAW_AFTER)
+                );
+            }
         } else if let Some(since) = self.below_since {
             let calm_for = now.saturating_sub(since);
             let spaced = self
@@ -540,6 +561,11 @@ impl Proactive {
             (Reason::Hold, format!("{numbers}; {step}"))
         } else if level == c.max_replicas && need > level {
             (Reason::AtMax, format!("{numbers}; at max {level}"))
+        } else if !step.is_empty() {
+            (
+                Reason::Hold,
+                format!("{numbers}; {step}; holding at {level}"),
+            )
         } else {
             (Reason::Hold, format!("{numbers}; holding at {level}"))
         };
@@ -611,6 +637,19 @@ fn replicas_for(demand: f64, per_replica: f64, c: &PolicyConfig) -> u32 {
         0
     };
     clamp(n, c)
+}
+
+/// Whether the guide's answer says one of its triggers is breached: it fired, is stabilising,
+/// is rate-limited, is held while replicas start, or is at max.
+fn is_breach(reason: Reason) -> bool {
+    reason.is_scale_out()
+        || matches!(
+            reason,
+            Reason::HoldStabilizing
+                | Reason::HoldRateLimited
+                | Reason::HoldStartingUp
+                | Reason::AtMax
+        )
 }
 
 fn clamp(v: u32, c: &PolicyConfig) -> u32 {

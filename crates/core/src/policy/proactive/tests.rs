@@ -251,6 +251,52 @@ fn the_guides_triggers_stay_as_a_backstop() {
 }
 
 #[test]
+fn the_backstops_step_is_not_withdrawn_while_its_breach_is_recent() {
+    // The prior overstates capacity: the forecast needs 1 replica, the queue trigger asks for
+    // more. Those replicas are still starting (1 ready) while the queue stays; they must not
+    // be withdrawn the next decision (which would restart their start-up), only 60 s after the
+    // last breach.
+    let mut r = Run::new("proactive; capacity=100; startup=300", 1);
+    let mut s = fleet(1, 5.0, 2.0);
+    s.fleet.queue_depth = 100.0;
+    let mut highest = 1;
+    let mut lowered_while_queued = Vec::new();
+    for t in (0..=120).step_by(2) {
+        let d = r.at(t, &s);
+        if d.target_replicas < highest {
+            lowered_while_queued.push((t, d.target_replicas, d.explanation));
+        }
+        highest = highest.max(d.target_replicas);
+    }
+    assert!(highest > 1, "the queue trigger scaled out");
+    assert!(lowered_while_queued.is_empty(), "{lowered_while_queued:?}");
+    // The queue is gone at 122 s: kept for 60 s after the last breach, explained, then
+    // withdrawn to the need.
+    s.fleet.queue_depth = 0.0;
+    let mut withdrawn_at = None;
+    for t in (122..=300).step_by(2) {
+        let d = r.at(t, &s);
+        if t < 170 {
+            assert_eq!(d.target_replicas, highest, "{t}: {d:?}");
+        }
+        if t == 150 {
+            assert!(
+                d.explanation.contains("are kept although the need is 1")
+                    && d.explanation.contains("the guide's rules saw a breach"),
+                "{d:?}"
+            );
+        }
+        if d.target_replicas < highest && withdrawn_at.is_none() {
+            withdrawn_at = Some(t);
+            assert!(d.explanation.contains("no longer needed"), "{d:?}");
+            assert_eq!(d.target_replicas, 1, "{d:?}");
+        }
+    }
+    let t = withdrawn_at.expect("withdrawn once the breach is a minute old");
+    assert!((180..=184).contains(&t), "withdrawn at {t}");
+}
+
+#[test]
 fn without_a_prior_capacity_is_learned_and_until_then_the_guide_decides() {
     let mut r = Run::new("proactive", 2);
     let mut s = fleet(2, 20.0, 20.0);
