@@ -237,9 +237,18 @@ pub struct Proactive {
     last_down: Option<Duration>,
     /// Since when a P95 latency has stayed over its SLO.
     breach_since: Option<Duration>,
-    /// The last time the guide's rules saw a breach the backstop follows (a trigger that
-    /// fired, was stabilising, rate-limited, held for starting replicas or at max), and which.
-    last_breach: Option<(Duration, Reason)>,
+    /// What the guide's backstop last asked for: the level, the trigger, and the last time its
+    /// breach was seen (fired, stabilising, rate-limited, held for starting replicas or at
+    /// max). Starting capacity is not withdrawn below that level while the breach is recent.
+    backstop: Option<BackstopAsk>,
+}
+
+/// A level the guide's backstop raised, kept while its breach lasts.
+#[derive(Debug, Clone, Copy)]
+struct BackstopAsk {
+    level: u32,
+    reason: Reason,
+    seen: Duration,
 }
 
 impl Proactive {
@@ -258,7 +267,7 @@ impl Proactive {
             below_since: None,
             last_down: None,
             breach_since: None,
-            last_breach: None,
+            backstop: None,
         }
     }
 
@@ -407,17 +416,33 @@ impl Proactive {
 
         let guide_level = state.level.unwrap_or(prev);
         let growth = self.demand.growth();
+        // The backstop's step does not stack on replicas asked for and still starting: the
+        // forecast sized those for the demand and the backlog, and more would not start any
+        // sooner (the guide's own rule for latency triggers while replicas start, applied to
+        // every trigger here).
+        let on_the_way = prev > ready;
         let reactive = guide.reason.is_scale_out()
             && guide_level > prev
+            && !on_the_way
             && (self.config.backstop_always || growth > 0.0);
         let quiet = !guide.reason.is_scale_out() && guide.reason != Reason::HoldStabilizing;
-        if is_breach(guide.reason) && (self.config.backstop_always || growth > 0.0) {
-            self.last_breach = Some((now, guide.reason));
+        if reactive {
+            self.backstop = Some(BackstopAsk {
+                level: guide_level,
+                reason: guide.reason,
+                seen: now,
+            });
+        } else if let Some(ask) = &mut self.backstop {
+            if is_breach(guide.reason) && (self.config.backstop_always || growth > 0.0) {
+                ask.seen = now;
+            }
         }
-        // Capacity the backstop asked for is not withdrawn while its breach is recent.
-        let breach_recent = self
-            .last_breach
-            .filter(|(at, _)| at.saturating_add(WITHDRAW_AFTER) > now);
+        // Capacity the backstop asked for is not withdrawn while its breach is recent (else
+        // each reactive step would be undone a decision later and its replicas would restart
+        // their start-up).
+        self.backstop = self
+            .backstop
+            .filter(|ask| ask.seen.saturating_add(WITHDRAW_AFTER) > now);
         if need < prev && quiet {
             self.below_since.get_or_insert(now);
         } else {
@@ -443,21 +468,36 @@ impl Proactive {
             // A withdrawal the HPA would ignore only undoes a step widened to its tolerance.
             && hpa_would_act(prev, recent_need.max(ready), c.hpa_tolerance)
         {
-            if let Some((at, reason)) = breach_recent {
-                step = format!(
-                    "{} replicas still starting are kept although the need is {recent_need}: the guide's rules saw a breach {} ago ({}; kept until {} after the last)",
-                    prev - ready,
-                    super::explain::dur(now.saturating_sub(at)),
-                    reason.as_str(),
-                    super::explain::dur(WITHDRAW_AFTER)
-                );
-            } else {
-                level = recent_need.max(ready);
-                step = format!(
-                    "{} replicas still starting are no longer needed (need {recent_need} for {}, no breach of the guide's rules): target {prev} -> {level}",
-                    prev - ready,
-                    super::explain::dur(WITHDRAW_AFTER)
-                );
+            let to = recent_need.max(ready);
+            match self.backstop.filter(|ask| ask.level > to) {
+                Some(ask) if ask.level >= prev => {
+                    step = format!(
+                        "{} replicas still starting are kept although the need is {recent_need}: the guide's backstop asked for {} ({}), its breach seen {} ago (kept until {} after)",
+                        prev - ready,
+                        ask.level,
+                        ask.reason.as_str(),
+                        super::explain::dur(now.saturating_sub(ask.seen)),
+                        super::explain::dur(WITHDRAW_AFTER)
+                    );
+                }
+                Some(ask) => {
+                    level = ask.level;
+                    step = format!(
+                        "{} replicas still starting are no longer needed (need {recent_need} for {}), down to the {} the guide's backstop asked for ({}): target {prev} -> {level}",
+                        prev - level,
+                        super::explain::dur(WITHDRAW_AFTER),
+                        ask.level,
+                        ask.reason.as_str()
+                    );
+                }
+                None => {
+                    level = to;
+                    step = format!(
+                        "{} replicas still starting are no longer needed (need {recent_need} for {}): target {prev} -> {level}",
+                        prev - ready,
+                        super::explain::dur(WITHDRAW_AFTER)
+                    );
+                }
             }
         } else if let Some(since) = self.below_since {
             let calm_for = now.saturating_sub(since);
@@ -546,7 +586,13 @@ impl Proactive {
                 super::explain::dur(horizon.saturating_add(PERIODIC_SLACK)),
             ));
         }
-        if guide.reason.is_scale_out() && guide_level > prev && !reactive {
+        if guide.reason.is_scale_out() && guide_level > prev && on_the_way {
+            numbers.push_str(&format!(
+                "; guide trigger ({}) not stacked: {} replicas asked for are still starting",
+                guide.reason.as_str(),
+                prev - ready
+            ));
+        } else if guide.reason.is_scale_out() && guide_level > prev && !reactive {
             numbers.push_str(&format!(
                 "; guide trigger ({}) not followed: in-flight requests not growing ({} per s), the backlog drains",
                 guide.reason.as_str(),

@@ -282,7 +282,7 @@ fn the_backstops_step_is_not_withdrawn_while_its_breach_is_recent() {
         if t == 150 {
             assert!(
                 d.explanation.contains("are kept although the need is 1")
-                    && d.explanation.contains("the guide's rules saw a breach"),
+                    && d.explanation.contains("the guide's backstop asked for"),
                 "{d:?}"
             );
         }
@@ -482,6 +482,7 @@ fn a_growing_backstop_ignores_triggers_while_the_backlog_drains() {
     let run = |metadata: &str, growing: bool| {
         let mut r = Run::new(metadata, 2);
         let mut last = None;
+        let mut reasons = Vec::new();
         for t in (0..=90).step_by(2) {
             let mut s = fleet(2, 10.0, 20.0);
             // Draining: 400 -> 220 over the 90 s, or growing: 200 -> 380.
@@ -490,11 +491,13 @@ fn a_growing_backstop_ignores_triggers_while_the_backlog_drains() {
             } else {
                 400.0 - 2.0 * t as f64
             };
-            last = Some(r.at(t, &s));
+            let d = r.at(t, &s);
+            reasons.push(d.reason);
+            last = Some(d);
         }
-        last.unwrap()
+        (last.unwrap(), reasons)
     };
-    let draining = run(
+    let (draining, _) = run(
         "proactive; capacity=100; startup=300; backstop=growing",
         false,
     );
@@ -506,13 +509,21 @@ fn a_growing_backstop_ignores_triggers_while_the_backlog_drains() {
         "{}",
         draining.explanation
     );
-    let growing = run(
+    let (growing, reasons) = run(
         "proactive; capacity=100; startup=300; backstop=growing",
         true,
     );
     assert!(growing.target_replicas > 2, "{growing:?}");
-    assert_eq!(growing.reason, Reason::QueueDepth);
-    let always = run("proactive; capacity=100; startup=300", false);
+    assert!(reasons.contains(&Reason::QueueDepth), "{reasons:?}");
+    // The step is kept while its replicas start, and the trigger does not stack on them.
+    assert!(
+        growing.explanation.contains(
+            "guide trigger (queue_depth) not stacked: 2 replicas asked for are still starting"
+        ),
+        "{}",
+        growing.explanation
+    );
+    let (always, _) = run("proactive; capacity=100; startup=300", false);
     assert!(always.target_replicas > 2, "{always:?}");
 }
 
