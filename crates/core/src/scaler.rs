@@ -316,6 +316,7 @@ impl Scaler {
             SignalSettings {
                 model: config.model.clone(),
                 stale_after: config.scrape_interval * STALE_AFTER_INTERVALS,
+                latency_window: config.policy.rate_window,
                 ..SignalSettings::default()
             },
             config.policy.clone(),

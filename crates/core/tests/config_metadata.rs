@@ -549,7 +549,7 @@ fn unknown_keys_are_errors_with_a_suggestion() {
 
 #[test]
 fn every_documented_key_is_accepted_and_keda_keys_are_ignored() {
-    assert_eq!(KEYS.len(), 27);
+    assert_eq!(KEYS.len(), 28);
     for k in KEYS {
         let e = parse(&[(k.key, "\u{1}")]);
         if let Err(e) = e {
@@ -600,6 +600,7 @@ fn non_default(key: &str) -> Option<(&'static [(&'static str, &'static str)], &'
         "scaleDownStabilizationSeconds" => (ENDPOINTS, "30"),
         "startupGraceSeconds" => (ENDPOINTS, "60"),
         "scrapeIntervalSeconds" => (ENDPOINTS, "5"),
+        "rateWindowSeconds" => (ENDPOINTS, "30"),
         "hpaTolerance" => (ENDPOINTS, "0"),
         "mode" => (ENDPOINTS, "advisory"),
         "policy" => (ENDPOINTS, "guide"),
@@ -726,4 +727,27 @@ fn the_scrape_interval_serializes_as_seconds() {
         serde_json::to_value(&c).unwrap()["scrape_interval"],
         serde_json::json!(2.0)
     );
+}
+
+#[test]
+fn a_rate_window_holds_at_least_three_scrapes() {
+    let with = |pairs: &[(&str, &str)]| {
+        let mut m = map(&[("endpoints", "10.0.0.7:8000")]);
+        m.extend(map(pairs));
+        ScalerConfig::from_metadata(&m)
+    };
+    let ok = with(&[("rateWindowSeconds", "10"), ("scrapeIntervalSeconds", "1")]).unwrap();
+    assert_eq!(ok.policy.rate_window, std::time::Duration::from_secs(10));
+    assert_eq!(
+        with(&[("rateWindowSeconds", "10"), ("scrapeIntervalSeconds", "5")])
+            .unwrap_err()
+            .to_string(),
+        "scaler metadata \"rateWindowSeconds\": expected at least 3 scrape intervals (15 s with scrapeIntervalSeconds 5), got \"10\""
+    );
+    for bad in ["0", "0.5", "181", "1m"] {
+        let e = with(&[("rateWindowSeconds", bad)]).unwrap_err();
+        assert_eq!(e.key, "rateWindowSeconds", "{bad}: {e}");
+    }
+    // Unset, the 60 s default is not checked against a long scrape interval.
+    assert!(with(&[("scrapeIntervalSeconds", "30")]).is_ok());
 }

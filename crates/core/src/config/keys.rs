@@ -257,6 +257,15 @@ pub const KEYS: &[MetadataKey] = &[
         },
     },
     MetadataKey {
+        key: "rateWindowSeconds",
+        default: "60",
+        meaning: "window of the request and token rates and the P95 latencies, like Prometheus's `rate(x[1m])` (at least 3 scrape intervals, at most 180); the proactive policy's demand growth, stable-fleet and withdrawal windows follow it",
+        read: |d, v| {
+            d.policy.rate_window = parse::rate_window(v)?;
+            Ok(())
+        },
+    },
+    MetadataKey {
         key: "hpaTolerance",
         default: "0.1",
         meaning: "the HPA's tolerance; set it to the HPA's `behavior.scaleUp/scaleDown.tolerance` when you change that",

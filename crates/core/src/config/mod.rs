@@ -192,6 +192,17 @@ impl ScalerConfig {
             });
         }
 
+        if metadata.contains_key("rateWindowSeconds") && policy.rate_window < scrape_interval * 3 {
+            return Err(ConfigError::new(
+                "rateWindowSeconds",
+                format!(
+                    "expected at least 3 scrape intervals ({} s with scrapeIntervalSeconds {}), got {:?}",
+                    (scrape_interval * 3).as_secs_f64(),
+                    scrape_interval.as_secs_f64(),
+                    raw("rateWindowSeconds")
+                ),
+            ));
+        }
         policy.gpu_memory_required = dcgm_targets.is_some();
         Ok(Self {
             targets,

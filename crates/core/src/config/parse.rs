@@ -98,6 +98,14 @@ pub(super) fn scrape_interval(value: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(x))
 }
 
+/// Seconds in [1, 180] (a rate window; the scrape interval is checked against it later).
+pub(super) fn rate_window(value: &str) -> Result<Duration, String> {
+    let x = number(value, "a number of seconds from 1 to 180", |x| {
+        (1.0..=180.0).contains(&x)
+    })?;
+    Ok(Duration::from_secs_f64(x))
+}
+
 /// `active` or `advisory`.
 pub(super) fn mode(value: &str) -> Result<Mode, String> {
     match value.trim() {

@@ -131,6 +131,11 @@ pub struct PolicyConfig {
     #[serde(serialize_with = "ser_secs")]
     pub scale_down_stabilization: Duration,
     /// How long replicas asked for but not ready count as capacity on the way
+    /// Window of the request and token rates and the latency quantiles
+    /// (`rateWindowSeconds`, default 60 s, Prometheus's `rate(x[1m])`); the proactive policy's
+    /// demand growth, stable-fleet and withdrawal windows follow it.
+    #[serde(serialize_with = "ser_secs")]
+    pub rate_window: Duration,
     /// (`startupGraceSeconds`).
     #[serde(serialize_with = "ser_secs")]
     pub startup_grace: Duration,
@@ -168,6 +173,7 @@ impl Default for PolicyConfig {
             scale_down_period: Duration::from_secs(120),
             scale_down_stabilization: Duration::from_secs(300),
             startup_grace: Duration::from_secs(600),
+            rate_window: Duration::from_secs(60),
             hpa_tolerance: 0.1,
             mode: Mode::Active,
             proactive: Some(proactive::ProactiveConfig::default()),

@@ -5,8 +5,6 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// How far back the in-flight growth is measured (the signals' rate window).
-const GROWTH_WINDOW: Duration = Duration::from_secs(60);
 /// Samples kept (the trend and peak windows are shorter).
 const KEEP: Duration = Duration::from_secs(900);
 
@@ -47,19 +45,25 @@ pub struct Forecast {
 impl DemandTracker {
     /// Records the fleet's finished requests per second and its in-flight requests at `now`,
     /// and returns the arrival estimate: finished plus the in-flight growth over the last
-    /// minute (never negative).
-    pub fn observe(&mut self, now: Duration, finished_per_second: f64, in_flight: f64) -> f64 {
+    /// `window` (the rate window; never negative; none before a sixth of it has passed).
+    pub fn observe(
+        &mut self,
+        now: Duration,
+        finished_per_second: f64,
+        in_flight: f64,
+        window: Duration,
+    ) -> f64 {
         let finished = finite_or_zero(finished_per_second);
         let in_flight = finite_or_zero(in_flight);
         let growth = self
             .samples
             .iter()
             .rev()
-            .find(|s| s.at.saturating_add(GROWTH_WINDOW) <= now)
+            .find(|s| s.at.saturating_add(window) <= now)
             .or_else(|| self.samples.front())
             .map(|s| {
                 let dt = now.saturating_sub(s.at).as_secs_f64();
-                if dt >= 10.0 {
+                if dt >= window.as_secs_f64() / 6.0 {
                     (in_flight - s.in_flight) / dt
                 } else {
                     0.0
@@ -360,6 +364,8 @@ fn finite_or_zero(x: f64) -> f64 {
 mod tests {
     use super::*;
 
+    const MINUTE: Duration = Duration::from_secs(60);
+
     fn s(secs: u64) -> Duration {
         Duration::from_secs(secs)
     }
@@ -367,15 +373,15 @@ mod tests {
     #[test]
     fn arrivals_are_finished_plus_in_flight_growth() {
         let mut d = DemandTracker::default();
-        assert_eq!(d.observe(s(0), 10.0, 20.0), 10.0);
+        assert_eq!(d.observe(s(0), 10.0, 20.0, MINUTE), 10.0);
         // 60 s later the backlog grew by 120: 2 more arrivals per second than finished.
         for t in (2..60).step_by(2) {
-            d.observe(s(t), 10.0, 20.0 + 2.0 * t as f64);
+            d.observe(s(t), 10.0, 20.0 + 2.0 * t as f64, MINUTE);
         }
-        let est = d.observe(s(60), 10.0, 140.0);
+        let est = d.observe(s(60), 10.0, 140.0, MINUTE);
         assert!((est - 12.0).abs() < 1e-9, "{est}");
         // Draining never makes demand negative.
-        let est = d.observe(s(122), 0.0, 0.0);
+        let est = d.observe(s(122), 0.0, 0.0, MINUTE);
         assert_eq!(est, 0.0);
     }
 
@@ -384,7 +390,7 @@ mod tests {
         let mut d = DemandTracker::default();
         for t in (0..=600).step_by(2) {
             // Steady in-flight: demand equals finished, rising 0.05 req/s per second.
-            d.observe(s(t), 5.0 + 0.05 * t as f64, 30.0);
+            d.observe(s(t), 5.0 + 0.05 * t as f64, 30.0, MINUTE);
         }
         let f = d.forecast(s(600), s(300), s(300), s(300));
         assert!((f.trend - 0.05).abs() < 1e-6, "{f:?}");
@@ -397,7 +403,7 @@ mod tests {
     fn a_falling_trend_is_not_extrapolated_and_the_peak_is_remembered() {
         let mut d = DemandTracker::default();
         for t in (0..=600).step_by(2) {
-            d.observe(s(t), 40.0 - 0.05 * t as f64, 30.0);
+            d.observe(s(t), 40.0 - 0.05 * t as f64, 30.0, MINUTE);
         }
         let f = d.forecast(s(600), s(300), s(300), s(300));
         assert!(f.trend < 0.0);
@@ -502,8 +508,8 @@ mod tests {
     #[test]
     fn too_little_history_has_no_trend() {
         let mut d = DemandTracker::default();
-        d.observe(s(0), 1.0, 0.0);
-        d.observe(s(2), 50.0, 0.0);
+        d.observe(s(0), 1.0, 0.0, MINUTE);
+        d.observe(s(2), 50.0, 0.0, MINUTE);
         assert_eq!(d.trend(s(2), s(300)), 0.0);
         assert_eq!(DemandTracker::default().trend(s(0), s(300)), 0.0);
     }

@@ -44,13 +44,33 @@ use crate::signals::FleetSignals;
 
 /// The start-up horizon used until one is observed, seconds.
 const DEFAULT_STARTUP_SECONDS: f64 = 300.0;
-/// The window the demand trend is fitted over.
-const TREND_WINDOW: Duration = Duration::from_secs(300);
-/// The ready replicas must have stayed the same this long for a throughput to teach capacity
-/// (the signals' rate window, less one scrape's slack).
-const STABLE_FOR: Duration = Duration::from_secs(50);
-/// Starting capacity is withdrawn only when the need stayed below it this long.
-const WITHDRAW_AFTER: Duration = Duration::from_secs(60);
+/// The windows that follow the signals' rate window (`rateWindowSeconds`, 60 s by default).
+#[derive(Debug, Clone, Copy)]
+struct Windows {
+    /// The rate window: in-flight growth is measured over it, and the ready replicas seen
+    /// over it size the throughput per replica.
+    rate: Duration,
+    /// The window the demand trend is fitted over: five rate windows (300 s).
+    trend: Duration,
+    /// The ready replicas must have stayed the same this long for a throughput to teach
+    /// capacity, and a breach must have lasted this long to lower it: the rate window less a
+    /// sixth of it for scrape slack (50 s).
+    stable_for: Duration,
+    /// Starting capacity is withdrawn only when the need stayed below it this long, and the
+    /// backstop's ask is kept this long after its breach: one rate window (60 s).
+    withdraw_after: Duration,
+}
+
+impl Windows {
+    fn new(rate: Duration) -> Self {
+        Self {
+            rate,
+            trend: rate * 5,
+            stable_for: rate - rate / 6,
+            withdraw_after: rate,
+        }
+    }
+}
 
 /// Settings of the proactive policy (the metadata key `policy`, see [`parse_policy`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -302,15 +322,16 @@ impl Proactive {
         let prev = clamp(before.unwrap_or(guide.desired_replicas), c);
         self.learn_startup(now, ready);
 
+        let w = Windows::new(c.rate_window);
         let f = &signals.fleet;
         let queue = finite(f.queue_depth);
         let in_flight = queue + finite(f.running);
         let finished = f.requests_per_second.map_or(0.0, finite);
-        self.demand.observe(now, finished, in_flight);
+        self.demand.observe(now, finished, in_flight, w.rate);
 
         // Capacity: throughput per replica that was ready over the rate window.
         self.ready_seen.push_back((now, ready));
-        prune(&mut self.ready_seen, now, Duration::from_secs(60));
+        prune(&mut self.ready_seen, now, w.rate);
         let replicas = self.ready_seen.iter().map(|r| r.1).max().unwrap_or(ready);
         // The throughput per replica means something only when the ready replicas stayed the
         // same over the whole rate window: right after replicas arrive, the rate still counts
@@ -319,7 +340,7 @@ impl Proactive {
             && self
                 .ready_seen
                 .front()
-                .is_some_and(|r| r.0.saturating_add(STABLE_FOR) <= now);
+                .is_some_and(|r| r.0.saturating_add(w.stable_for) <= now);
         let over = |q: Option<f64>, slo: Option<f64>| match (q, slo) {
             (Some(q), Some(s)) => q.is_finite() && q > s,
             _ => false,
@@ -335,7 +356,7 @@ impl Proactive {
         }
         let sustained = self
             .breach_since
-            .is_some_and(|since| since.saturating_add(STABLE_FOR) <= now);
+            .is_some_and(|since| since.saturating_add(w.stable_for) <= now);
         let half = |slo: Option<f64>| slo.map(|s| s / 2.0);
         let comfortable = !over(f.ttft_seconds.p95, half(c.ttft_slo_seconds))
             && !over(f.itl_seconds.p95, half(c.itl_slo_seconds));
@@ -361,7 +382,7 @@ impl Proactive {
         let horizon = Duration::from_secs_f64(self.horizon_seconds());
         let mut fc = self
             .demand
-            .forecast(now, horizon, TREND_WINDOW, c.scale_down_stabilization);
+            .forecast(now, horizon, w.trend, c.scale_down_stabilization);
         // A step that has already happened keeps the trend window's slope high for minutes
         // after the demand has levelled off; the slope over the last `rise` seconds says
         // whether it still rises.
@@ -409,7 +430,7 @@ impl Proactive {
         let recent_need = self
             .needs
             .iter()
-            .filter(|n| n.0.saturating_add(WITHDRAW_AFTER) >= now)
+            .filter(|n| n.0.saturating_add(w.withdraw_after) >= now)
             .map(|n| n.1)
             .max()
             .unwrap_or(need);
@@ -442,7 +463,7 @@ impl Proactive {
         // their start-up).
         self.backstop = self
             .backstop
-            .filter(|ask| ask.seen.saturating_add(WITHDRAW_AFTER) > now);
+            .filter(|ask| ask.seen.saturating_add(w.withdraw_after) > now);
         if need < prev && quiet {
             self.below_since.get_or_insert(now);
         } else {
@@ -477,7 +498,7 @@ impl Proactive {
                         ask.level,
                         ask.reason.as_str(),
                         super::explain::dur(now.saturating_sub(ask.seen)),
-                        super::explain::dur(WITHDRAW_AFTER)
+                        super::explain::dur(w.withdraw_after)
                     );
                 }
                 Some(ask) => {
@@ -485,7 +506,7 @@ impl Proactive {
                     step = format!(
                         "{} replicas still starting are no longer needed (need {recent_need} for {}), down to the {} the guide's backstop asked for ({}): target {prev} -> {level}",
                         prev - level,
-                        super::explain::dur(WITHDRAW_AFTER),
+                        super::explain::dur(w.withdraw_after),
                         ask.level,
                         ask.reason.as_str()
                     );
@@ -495,7 +516,7 @@ impl Proactive {
                     step = format!(
                         "{} replicas still starting are no longer needed (need {recent_need} for {}): target {prev} -> {level}",
                         prev - ready,
-                        super::explain::dur(WITHDRAW_AFTER)
+                        super::explain::dur(w.withdraw_after)
                     );
                 }
             }
@@ -565,7 +586,7 @@ impl Proactive {
                 "; trend from the last {}: {} req/s per s, below the {} slope of {} req/s per s (a step that has happened is not a ramp)",
                 super::explain::dur(Duration::from_secs_f64(self.config.rise_seconds)),
                 num(recent),
-                super::explain::dur(TREND_WINDOW),
+                super::explain::dur(w.trend),
                 num(window_slope),
             ));
         }
