@@ -603,7 +603,10 @@ mod tests {
                 while m < minutes && rate(m) <= LULL_RATE {
                     m += 1;
                 }
-                assert!(m < minutes, "the load comes back after the lull at minute {start}");
+                assert!(
+                    m < minutes,
+                    "the load comes back after the lull at minute {start}"
+                );
                 lulls.push(m - start);
             } else {
                 assert!((20.0..=32.0).contains(&r), "minute {m}: {r}");

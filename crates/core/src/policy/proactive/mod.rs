@@ -118,16 +118,15 @@ pub const DEFAULT_BACKSTOP_ALWAYS: bool = true;
 pub const DEFAULT_TREND_WEIGHT: f64 = 1.0;
 /// Whether repeating patterns are expected again by default (chosen on the training scenarios).
 pub const DEFAULT_PERIODIC: bool = true;
-/// The default release time of a burst's surplus, seconds: 0, off. The training scenarios
-/// chose 60 s, but on a shipped trace whose load dips for a minute and comes back it gave up
-/// capacity it needed a minute later (the Azure code trace fell from 99.6 % to 59.5 %
-/// attainment), so the third round's settings are not the default (`docs/evaluation/
-/// proactive.md`, section 8).
-pub const DEFAULT_RELEASE_SECONDS: f64 = 0.0;
-/// The default window of the recent slope that caps the trend, seconds: 0, off (the 5-minute
-/// slope alone), for the reason given at [`DEFAULT_RELEASE_SECONDS`]; the training scenarios
-/// chose 120 s together with a 60 s release.
-pub const DEFAULT_RISE_SECONDS: f64 = 0.0;
+/// The default release time of a burst's surplus, seconds (chosen on the training scenarios,
+/// `docs/evaluation/proactive.md`, section 9). The release never comes sooner than the start-up
+/// time in use, so 60 s means "after the start-up time, and never sooner than the rate window".
+/// Without that floor, 60 s gave up capacity on a trace whose load dips for a minute and comes
+/// back (section 8).
+pub const DEFAULT_RELEASE_SECONDS: f64 = 60.0;
+/// The default window of the recent slope that caps the trend, seconds (chosen on the training
+/// scenarios together with the release, section 9).
+pub const DEFAULT_RISE_SECONDS: f64 = 180.0;
 /// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);

@@ -566,14 +566,15 @@ fn the_surplus_of_a_burst_that_has_passed_is_released_before_the_calm_period() {
         "{}",
         d.explanation
     );
-    // `release=60` releases it after a minute; the default (0) and `release=0` wait for the
+    // `release=60`, the default, releases it after a minute here; `release=0` waits for the
     // calm period.
     let (t, d) = first_down("proactive; capacity=10; startup=60; release=60", 12.0);
     assert!((60..=70).contains(&t), "{t}: {d:?}");
     assert!(d.explanation.contains("released after 60 s"), "{d:?}");
-    let (t, d) = first_down("proactive; capacity=10; startup=60; release=0", 12.0);
-    assert!(t >= 300, "{t}: {d:?}");
     let (t, d) = first_down("proactive; capacity=10; startup=60", 12.0);
+    assert!((60..=70).contains(&t), "{t}: {d:?}");
+    assert!(d.explanation.contains("released after 60 s"), "{d:?}");
+    let (t, d) = first_down("proactive; capacity=10; startup=60; release=0", 12.0);
     assert!(t >= 300, "{t}: {d:?}");
     assert!(!d.explanation.contains("released after"), "{d:?}");
     // A need of 6 of 10 (48 req/s) is more than half the fleet: no early release.
@@ -640,7 +641,8 @@ fn a_surplus_is_not_released_before_the_start_up_time() {
     assert!(d.target_replicas <= 5, "{d:?}");
     assert!(d.explanation.contains("released after 150 s"), "{d:?}");
     assert!(
-        d.explanation.contains("the learned start-up time (release of 60 s is shorter"),
+        d.explanation
+            .contains("the learned start-up time (release of 60 s is shorter"),
         "{}",
         d.explanation
     );
@@ -662,11 +664,13 @@ fn a_step_that_has_happened_is_not_extrapolated_as_a_ramp() {
     // flat.
     let plain = last("proactive; capacity=10; startup=300; rise=0", &step, 480);
     assert!(!plain.contains("forecast 30 req/s"), "{plain}");
-    // The default (0) is the 5-minute slope alone.
+    // The default is `rise=180`: the last 3 minutes are flat too.
+    let default = last("proactive; capacity=10; startup=300", &step, 480);
     assert_eq!(
-        last("proactive; capacity=10; startup=300", &step, 480),
-        plain
+        default,
+        last("proactive; capacity=10; startup=300; rise=180", &step, 480)
     );
+    assert!(default.contains("forecast 30 req/s"), "{default}");
     let rise = last("proactive; capacity=10; startup=300; rise=120", &step, 480);
     assert!(rise.contains("forecast 30 req/s"), "{rise}");
     assert!(
