@@ -457,7 +457,7 @@ impl Proactive {
                 set_release.max(startup)
             };
             // The highest need over the last `release` seconds, looked up only when a release
-            // is set and due (it is off by default).
+            // is set and due.
             let release_need = || {
                 self.needs
                     .iter()
