@@ -12,7 +12,7 @@ pub(crate) struct SimulateArgs {
     /// poisson:NAME (a bundled trace's per-minute rate, arrivals redrawn from --seed); or a
     /// generated scenario (a rate curve, sizes from a bundled trace, arrivals from --seed):
     /// training set diurnal-conv, flash-crowd-code, batch-bursts-conv, ramp-code,
-    /// on-off-mooncake; held-out set working-day-conv, flash-crowd-conv, batch-bursts-code,
+    /// on-off-mooncake, lulls-conv; held-out set working-day-conv, flash-crowd-conv, batch-bursts-code,
     /// slow-ramp-conv, diurnal-mooncake, on-off-code. Repeat for several scenarios.
     #[arg(long = "trace", default_value = "azure-conv")]
     pub(crate) traces: Vec<String>,

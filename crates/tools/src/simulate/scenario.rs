@@ -157,6 +157,14 @@ pub const GENERATED: &[Generated] = &[
             off_seconds: 15.0 * MIN,
         },
     },
+    Generated {
+        name: "lulls-conv",
+        set: ScenarioSet::Training,
+        description: "20-32 req/s broken by 13 lulls of 0.5 req/s for 1-3 min, 4-10 min apart, 2 h",
+        hours: 2.0,
+        sizes: "azure-conv",
+        curve: lulls_curve,
+    },
     // Held-out set: other shapes, sizes and timings than any training scenario.
     Generated {
         name: "working-day-conv",
@@ -238,6 +246,41 @@ pub const GENERATED: &[Generated] = &[
         },
     },
 ];
+
+/// `lulls-conv`'s stretches: (busy minutes, busy req/s, minutes of lull after it). Irregular,
+/// so no period repeats. Each lull (1-3 min) is shorter than most start-ups (2-8 min in the
+/// evaluation): capacity released in a lull is mostly not back when the load returns.
+const LULLS: &[(f64, f64, f64)] = &[
+    (10.0, 24.0, 2.0),
+    (5.0, 30.0, 1.0),
+    (7.0, 20.0, 3.0),
+    (4.0, 28.0, 2.0),
+    (8.0, 24.0, 1.0),
+    (6.0, 32.0, 3.0),
+    (5.0, 22.0, 2.0),
+    (9.0, 26.0, 1.0),
+    (4.0, 30.0, 3.0),
+    (7.0, 24.0, 2.0),
+    (6.0, 20.0, 1.0),
+    (5.0, 28.0, 3.0),
+    (8.0, 26.0, 2.0),
+    (10.0, 24.0, 0.0),
+];
+/// The rate of a lull: near zero, a request every two seconds.
+const LULL_RATE: f64 = 0.5;
+
+/// `lulls-conv`'s curve: [`LULLS`] minute by minute.
+fn lulls_curve() -> RateCurve {
+    let mut rates = Vec::new();
+    for &(busy, rate, lull) in LULLS {
+        rates.extend(std::iter::repeat_n(rate, busy as usize));
+        rates.extend(std::iter::repeat_n(LULL_RATE, lull as usize));
+    }
+    RateCurve::Buckets {
+        bucket_seconds: MIN,
+        rates,
+    }
+}
 
 /// The `(prompt, output)` pairs of a bundled trace.
 pub fn bundled_sizes(name: &str) -> anyhow::Result<Vec<(u32, u32)>> {
@@ -532,4 +575,59 @@ pub fn load(
         anyhow::bail!("--trace {spec:?}: the scenario holds no requests");
     }
     Ok(scenario)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lulls_conv_falls_near_zero_for_one_to_three_minutes_and_comes_back() {
+        let g = GENERATED.iter().find(|g| g.name == "lulls-conv").unwrap();
+        assert_eq!(g.set, ScenarioSet::Training);
+        assert_eq!(g.sizes, "azure-conv");
+        assert!(ScenarioSet::Training.names().contains(&"lulls-conv"));
+        let curve = (g.curve)();
+        let minutes = (g.hours * 60.0) as usize;
+        let rate = |m: usize| curve.rate_at(m as f64 * MIN + 30.0);
+        // Two hours, minute by minute; nothing after.
+        assert_eq!(curve.rate_at(g.hours * HOUR + 1.0), 0.0);
+        // Busy stretches of 20-32 req/s; lulls of 0.5 req/s lasting 1-3 minutes, each followed
+        // by load again.
+        let mut lulls = Vec::new();
+        let mut m = 0;
+        while m < minutes {
+            let r = rate(m);
+            if r <= LULL_RATE {
+                let start = m;
+                while m < minutes && rate(m) <= LULL_RATE {
+                    m += 1;
+                }
+                assert!(
+                    m < minutes,
+                    "the load comes back after the lull at minute {start}"
+                );
+                lulls.push(m - start);
+            } else {
+                assert!((20.0..=32.0).contains(&r), "minute {m}: {r}");
+                m += 1;
+            }
+        }
+        assert_eq!(lulls.len(), 13, "{lulls:?}");
+        assert!(lulls.iter().all(|l| (1..=3).contains(l)), "{lulls:?}");
+        for l in 1..=3 {
+            assert!(lulls.contains(&l), "a lull of {l} min: {lulls:?}");
+        }
+        // A Poisson draw follows it: about 0.5 req/s in a lull, the busy rate around it.
+        let requests = generate(g, 1.0, 1).unwrap();
+        let in_minute = |m: usize| {
+            requests
+                .iter()
+                .filter(|r| (r.arrival.as_secs_f64() / MIN) as usize == m)
+                .count()
+        };
+        // Minutes 10-11 are the first lull, after 10 minutes of 24 req/s.
+        assert!(in_minute(10) + in_minute(11) < 150, "{}", in_minute(10));
+        assert!((1200..=1700).contains(&in_minute(9)), "{}", in_minute(9));
+    }
 }

@@ -22,7 +22,8 @@
 //!    when the need falls to what is ready; below the ready replicas it scales in to the highest
 //!    need of the calm period, once the need has stayed below the level that long with no
 //!    trigger, at most once per scale-down period; a surplus of at least half the fleet (a
-//!    burst that has passed) goes after `release` seconds instead of the calm period.
+//!    burst that has passed) goes after `release` seconds, and never sooner than the start-up
+//!    time in use, instead of the calm period.
 //!
 //! Without a capacity estimate yet (no prior and nothing observed within the SLO) the guide
 //! decides alone. Pure: time is an argument.
@@ -98,7 +99,9 @@ pub struct ProactiveConfig {
     pub periodic: bool,
     /// Seconds a surplus of at least half the fleet (the need at most half the level: the
     /// capacity of a burst that has passed) must stay unneeded, with no trigger, before it is
-    /// released; 0: such a surplus waits for the calm period like any other.
+    /// released, and never fewer than the start-up time in use (learned, set or the default:
+    /// capacity released sooner would not be back for a load that returns within a start-up);
+    /// 0: such a surplus waits for the calm period like any other.
     pub release_seconds: f64,
     /// The rising trend is the smaller of the slopes over the trend window and over the last
     /// this many seconds, so a step that has already happened is not extrapolated as a ramp;
@@ -135,16 +138,15 @@ pub const DEFAULT_BACKSTOP_ALWAYS: bool = true;
 pub const DEFAULT_TREND_WEIGHT: f64 = 1.0;
 /// Whether repeating patterns are expected again by default (chosen on the training scenarios).
 pub const DEFAULT_PERIODIC: bool = true;
-/// The default release time of a burst's surplus, seconds: 0, off. The training scenarios
-/// chose 60 s, but on a shipped trace whose load dips for a minute and comes back it gave up
-/// capacity it needed a minute later (the Azure code trace fell from 99.6 % to 59.5 %
-/// attainment), so the third round's settings are not the default (`docs/evaluation/
-/// proactive.md`, section 8).
-pub const DEFAULT_RELEASE_SECONDS: f64 = 0.0;
-/// The default window of the recent slope that caps the trend, seconds: 0, off (the 5-minute
-/// slope alone), for the reason given at [`DEFAULT_RELEASE_SECONDS`]; the training scenarios
-/// chose 120 s together with a 60 s release.
-pub const DEFAULT_RISE_SECONDS: f64 = 0.0;
+/// The default release time of a burst's surplus, seconds (chosen on the training scenarios,
+/// `docs/evaluation/proactive.md`, section 9). The release never comes sooner than the start-up
+/// time in use, so 60 s means "after the start-up time, and never sooner than the rate window".
+/// Without that floor, 60 s gave up capacity on a trace whose load dips for a minute and comes
+/// back (section 8).
+pub const DEFAULT_RELEASE_SECONDS: f64 = 60.0;
+/// The default window of the recent slope that caps the trend, seconds (chosen on the training
+/// scenarios together with the release, section 9).
+pub const DEFAULT_RISE_SECONDS: f64 = 180.0;
 /// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
@@ -154,7 +156,8 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// per replica), `startup=S` (seconds), `peak=S` (the peak floor's window, seconds, 0 for
 /// none), `drain=S` (backlog drain time, seconds, 0 to size for demand only),
 /// `trend=W` (weight of the rising trend, 0..1), `backstop=always|growing`, `periodic=on|off`,
-/// `release=S` (seconds before a surplus of half the fleet is released, 0 for none) and
+/// `release=S` (seconds before a surplus of half the fleet is released, at least the start-up
+/// time in use; 0 for none) and
 /// `rise=S` (window of the recent slope that caps the trend, seconds, 0 for none).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
@@ -525,9 +528,18 @@ impl Proactive {
             let spaced = self
                 .last_down
                 .is_none_or(|t| t.saturating_add(c.scale_down_period) <= now);
-            let release = Duration::from_secs_f64(self.config.release_seconds);
+            // A released replica takes a start-up time to come back, so a release is never
+            // sooner than the start-up time in use (learned, set, or the default): a load that
+            // returns within that time finds the capacity still there.
+            let startup = Duration::from_secs_f64(self.horizon_seconds());
+            let set_release = Duration::from_secs_f64(self.config.release_seconds);
+            let release = if set_release.is_zero() {
+                set_release
+            } else {
+                set_release.max(startup)
+            };
             // The highest need over the last `release` seconds, looked up only when a release
-            // is set and due (it is off by default).
+            // is set and due.
             let release_need = || {
                 self.needs
                     .iter()
@@ -551,10 +563,29 @@ impl Proactive {
                 // (or that arrived after it), released before the whole calm period.
                 level = release_need;
                 self.last_down = Some(now);
+                let startup_source = if self.config.startup_seconds.is_some() {
+                    "set"
+                } else if self.startup_learned.is_some() {
+                    "learned"
+                } else {
+                    "default"
+                };
+                let after = if set_release >= startup {
+                    format!(
+                        "{} (release, no shorter than the {startup_source} start-up time of {})",
+                        super::explain::dur(release),
+                        super::explain::dur(startup),
+                    )
+                } else {
+                    format!(
+                        "{}, the {startup_source} start-up time (release of {} is shorter: capacity released sooner would not be back for a load that returns within a start-up)",
+                        super::explain::dur(release),
+                        super::explain::dur(set_release),
+                    )
+                };
                 step = format!(
-                    "need at most {release_need} for {} with no trigger, at most half of the {prev} replicas: the surplus of a burst that has passed is released after {} (not the calm period of {}): scale in {prev} -> {level}",
+                    "need at most {release_need} for {} with no trigger, at most half of the {prev} replicas: the surplus of a burst that has passed is released after {after}, not the calm period of {}: scale in {prev} -> {level}",
                     super::explain::dur(calm_for),
-                    super::explain::dur(release),
                     super::explain::dur(c.scale_down_stabilization),
                 );
             }

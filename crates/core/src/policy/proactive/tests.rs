@@ -610,40 +610,99 @@ fn a_burst_that_repeats_is_asked_for_a_start_up_ahead_of_its_next_arrival() {
 #[test]
 fn the_surplus_of_a_burst_that_has_passed_is_released_before_the_calm_period() {
     // 10 ready replicas serving 12 req/s need 2 (8 req/s per replica at 80 %): at most half
-    // the fleet is needed, so with `release=120` the surplus goes after 120 s, not 300 s.
-    let first_down = |metadata: &str, rps: f64| {
-        let mut r = Run::new(metadata, 10);
-        (0..=900)
-            .step_by(2)
-            .map(|t| (t, r.at(t, &fleet(10, rps, 10.0))))
-            .find(|d| d.1.target_replicas < 10)
-            .expect("scaled in")
-    };
-    let (t, d) = first_down("proactive; capacity=10; startup=300; release=120", 12.0);
+    // the fleet is needed, so with `release=120` (and a start-up of 60 s) the surplus goes
+    // after 120 s, not 300 s.
+    let (t, d) = first_down("proactive; capacity=10; startup=60; release=120", 12.0);
     assert!((120..=130).contains(&t), "{t}: {d:?}");
     assert_eq!(d.target_replicas, 2, "{d:?}");
     assert_eq!(d.reason, Reason::ScaleInCalm);
     assert!(
         d.explanation.contains(
-            "at most half of the 10 replicas: the surplus of a burst that has passed is released after 120 s (not the calm period of 300 s): scale in 10 -> 2"
+            "at most half of the 10 replicas: the surplus of a burst that has passed is released after 120 s (release, no shorter than the set start-up time of 60 s), not the calm period of 300 s: scale in 10 -> 2"
         ),
         "{}",
         d.explanation
     );
-    // `release=60` releases it after a minute; the default (0) and `release=0` wait for the
+    // `release=60`, the default, releases it after a minute here; `release=0` waits for the
     // calm period.
-    let (t, d) = first_down("proactive; capacity=10; startup=300; release=60", 12.0);
+    let (t, d) = first_down("proactive; capacity=10; startup=60; release=60", 12.0);
     assert!((60..=70).contains(&t), "{t}: {d:?}");
     assert!(d.explanation.contains("released after 60 s"), "{d:?}");
-    let (t, d) = first_down("proactive; capacity=10; startup=300; release=0", 12.0);
-    assert!(t >= 300, "{t}: {d:?}");
-    let (t, d) = first_down("proactive; capacity=10; startup=300", 12.0);
+    let (t, d) = first_down("proactive; capacity=10; startup=60", 12.0);
+    assert!((60..=70).contains(&t), "{t}: {d:?}");
+    assert!(d.explanation.contains("released after 60 s"), "{d:?}");
+    let (t, d) = first_down("proactive; capacity=10; startup=60; release=0", 12.0);
     assert!(t >= 300, "{t}: {d:?}");
     assert!(!d.explanation.contains("released after"), "{d:?}");
     // A need of 6 of 10 (48 req/s) is more than half the fleet: no early release.
-    let (t, d) = first_down("proactive; capacity=10; startup=300; release=120", 48.0);
+    let (t, d) = first_down("proactive; capacity=10; startup=60; release=120", 48.0);
     assert!(t >= 300, "{t}: {d:?}");
     assert_eq!(d.target_replicas, 6, "{d:?}");
+}
+
+/// When a fleet of 10 ready replicas serving `rps` is first scaled in, and the decision.
+fn first_down(metadata: &str, rps: f64) -> (u64, Decision) {
+    let mut r = Run::new(metadata, 10);
+    (0..=900)
+        .step_by(2)
+        .map(|t| (t, r.at(t, &fleet(10, rps, 10.0))))
+        .find(|d| d.1.target_replicas < 10)
+        .expect("scaled in")
+}
+
+#[test]
+fn a_surplus_is_not_released_before_the_start_up_time() {
+    // A set start-up of 200 s: `release=60` waits 200 s, since a replica released sooner could
+    // not be back for a load that returns within a start-up; the decision says why.
+    let (t, d) = first_down("proactive; capacity=10; startup=200; release=60", 12.0);
+    assert!((200..=210).contains(&t), "{t}: {d:?}");
+    assert_eq!(d.target_replicas, 2, "{d:?}");
+    assert!(
+        d.explanation.contains(
+            "released after 200 s, the set start-up time (release of 60 s is shorter: capacity released sooner would not be back for a load that returns within a start-up), not the calm period of 300 s: scale in 10 -> 2"
+        ),
+        "{}",
+        d.explanation
+    );
+    // A start-up at least the calm period: the calm period scales in first, as without a
+    // release.
+    let (t, d) = first_down("proactive; capacity=10; startup=400; release=60", 12.0);
+    assert!(t >= 300, "{t}: {d:?}");
+    assert!(!d.explanation.contains("released after"), "{d:?}");
+
+    // A learned start-up: 10 replicas asked for at 0 s answer at 150 s; then the load falls.
+    let mut r = Run::new("proactive; capacity=10; release=60", 2);
+    let mut ready = 2;
+    let mut learned = None;
+    let mut down = None;
+    for t in (0..=1500).step_by(2) {
+        if t == 150 {
+            ready = 10;
+        }
+        let rps: f64 = if t < 400 { 70.0 } else { 12.0 };
+        let d = r.at(t, &fleet(ready, rps.min(10.0 * ready as f64), 20.0));
+        if t == 150 {
+            learned = Some(r.proactive.horizon_seconds());
+        }
+        if d.reason == Reason::ScaleInCalm {
+            down = Some((t, d));
+            break;
+        }
+    }
+    let learned = learned.unwrap();
+    assert!((149.0..=151.0).contains(&learned), "{learned}");
+    let (t, d) = down.expect("scaled in");
+    // The need falls to half the fleet at 400 s: released a learned start-up (150 s) later,
+    // not a minute later, and before the calm period, to the highest need of those 150 s.
+    assert!((550..=560).contains(&t), "{t}: {d:?}");
+    assert!(d.target_replicas <= 5, "{d:?}");
+    assert!(d.explanation.contains("released after 150 s"), "{d:?}");
+    assert!(
+        d.explanation
+            .contains("the learned start-up time (release of 60 s is shorter"),
+        "{}",
+        d.explanation
+    );
 }
 
 #[test]
@@ -662,11 +721,13 @@ fn a_step_that_has_happened_is_not_extrapolated_as_a_ramp() {
     // flat.
     let plain = last("proactive; capacity=10; startup=300; rise=0", &step, 480);
     assert!(!plain.contains("forecast 30 req/s"), "{plain}");
-    // The default (0) is the 5-minute slope alone.
+    // The default is `rise=180`: the last 3 minutes are flat too.
+    let default = last("proactive; capacity=10; startup=300", &step, 480);
     assert_eq!(
-        last("proactive; capacity=10; startup=300", &step, 480),
-        plain
+        default,
+        last("proactive; capacity=10; startup=300; rise=180", &step, 480)
     );
+    assert!(default.contains("forecast 30 req/s"), "{default}");
     let rise = last("proactive; capacity=10; startup=300; rise=120", &step, 480);
     assert!(rise.contains("forecast 30 req/s"), "{rise}");
     assert!(
