@@ -1,6 +1,7 @@
 //! `demo --quick` end to end: the real binary starts emulated replicas, the scaler over gRPC and
-//! the KEDA/HPA stand-in, plays the story, and must scale out under the burst and back in
-//! afterwards, with reasons, leaving a summary and a plot.
+//! the KEDA/HPA stand-in, plays the story, and must scale out under the load (the proactive
+//! policy's step to its forecast's need among the scale-outs) and back in afterwards, with
+//! reasons, leaving a summary and a plot.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -10,7 +11,9 @@ use serde_json::Value;
 /// Generous: the quick story takes under a minute; a loaded CI machine may be much slower.
 const TIMEOUT: Duration = Duration::from_secs(240);
 
-const SCALE_OUT_REASONS: [&str; 6] = [
+/// The guide's triggers, and `hold` for the proactive policy's step up to its need.
+const SCALE_OUT_REASONS: [&str; 7] = [
+    "hold",
     "queue_depth",
     "e2e_latency_slo",
     "ttft_slo",
@@ -103,10 +106,33 @@ fn quick_demo_scales_out_under_the_burst_and_back_in() {
             "{text}"
         );
     }
+    // The proactive policy (the default, with the demo's capacity and start-up as priors)
+    // steps up to its forecast's need, explained with its numbers.
+    let proactive: Vec<&&Value> = out_events
+        .iter()
+        .filter(|e| {
+            e["reason"] == "hold"
+                && e["explanation"].as_str().is_some_and(|x| {
+                    x.contains("one step up to the need") && x.contains("forecast")
+                })
+        })
+        .collect();
+    assert!(
+        !proactive.is_empty(),
+        "no proactive step up to the forecast's need\n{text}"
+    );
+    // Nothing scales out while the load is idle (it starts rising with the ramp).
+    let ramp_start = summary["story"]["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .take_while(|p| p["name"] != "ramp")
+        .map(|p| p["duration"].as_f64().unwrap_or(0.0))
+        .sum::<f64>();
     let first_out = out_events[0]["t_seconds"].as_f64().expect("time");
     assert!(
-        first_out >= burst_start - 1.0,
-        "scaled out at {first_out} s, before the burst at {burst_start} s\n{text}"
+        first_out >= ramp_start,
+        "scaled out at {first_out} s, before the ramp at {ramp_start} s (burst at {burst_start} s)\n{text}"
     );
 
     // And back in afterwards, after the calm period, for that reason.

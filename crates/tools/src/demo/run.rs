@@ -39,7 +39,7 @@ pub async fn execute(settings: Settings) -> anyhow::Result<Summary> {
     let port = fleet::pick_port().await?;
     let (fleet, fleet_events) = start_fleet(&settings, port, &hosts_file).await?;
     let server = start_scaler(&hosts_file).await?;
-    let metadata = settings.scaler_metadata(port);
+    let metadata = settings.scaler_metadata(port, capacity_rps);
     print_intro(
         &settings,
         capacity_rps,

@@ -61,6 +61,8 @@ impl Settings {
         let latency_slo_seconds = 40.0;
         let metadata = vec![
             ("scrapeIntervalSeconds", "1".to_owned()),
+            // Rates and P95s over 10 s instead of a minute, like the other shortened periods.
+            ("rateWindowSeconds", format!("{}", pick(10.0, 6.0))),
             ("queueDepthPerReplica", "3".to_owned()),
             ("latencySloSeconds", format!("{latency_slo_seconds}")),
             // The demo's small, slow engine is driven by its queue and the loose end-to-end SLO:
@@ -113,16 +115,26 @@ impl Settings {
         }
     }
 
-    /// The ScaledObject's trigger metadata: the Service name and port plus the settings.
-    pub fn scaler_metadata(&self, port: u16) -> HashMap<String, String> {
+    /// The ScaledObject's trigger metadata: the Service name and port, the settings, and the
+    /// proactive policy's priors: one replica's capacity (`capacity_rps`, as `loadtest` would
+    /// measure it) and the start-up time (the HPA's sync period plus the replica's start-up).
+    pub fn scaler_metadata(&self, port: u16, capacity_rps: f64) -> HashMap<String, String> {
         let mut m: HashMap<String, String> = self
             .metadata
             .iter()
             .map(|(k, v)| ((*k).to_owned(), v.clone()))
             .collect();
+        m.insert("policy".into(), self.policy(capacity_rps));
         m.insert("service".into(), format!("{}:{port}", fleet::SERVICE_NAME));
         m.insert("scalerAddress".into(), "127.0.0.1".into());
         m
+    }
+
+    /// The `policy` metadata: proactive, with one replica's capacity and the start-up time as
+    /// priors, so the demo's first minute (shorter than the learning needs) already forecasts.
+    pub fn policy(&self, capacity_rps: f64) -> String {
+        let startup = (self.hpa_sync + self.startup_delay).as_secs_f64();
+        format!("proactive; capacity={capacity_rps:.3}; startup={startup}")
     }
 
     /// `full` or `quick`.

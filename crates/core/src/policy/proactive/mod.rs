@@ -389,11 +389,12 @@ impl Proactive {
         // A step that has already happened keeps the trend window's slope high for minutes
         // after the demand has levelled off; the slope over the last `rise` seconds says
         // whether it still rises.
+        // (A `rise` as long as the trend window, which follows the rate window, changes
+        // nothing.)
         let mut recent_slope = None;
-        if self.config.rise_seconds > 0.0 {
-            let recent = self
-                .demand
-                .trend(now, Duration::from_secs_f64(self.config.rise_seconds));
+        let rise = Duration::from_secs_f64(self.config.rise_seconds);
+        if !rise.is_zero() && rise < w.trend {
+            let recent = self.demand.trend(now, rise);
             if fc.trend > 0.0 && fc.trend - recent > 1e-9 {
                 recent_slope = Some((fc.trend, recent));
                 fc.trend = recent;
@@ -615,7 +616,7 @@ impl Proactive {
         if let Some((window_slope, recent)) = recent_slope {
             numbers.push_str(&format!(
                 "; trend from the last {}: {} req/s per s, below the {} slope of {} req/s per s (a step that has happened is not a ramp)",
-                super::explain::dur(Duration::from_secs_f64(self.config.rise_seconds)),
+                super::explain::dur(rise),
                 num(recent),
                 super::explain::dur(w.trend),
                 num(window_slope),
