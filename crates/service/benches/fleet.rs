@@ -15,8 +15,10 @@
 //!
 //! 4. Soak (`--soak-minutes 30`): instead of 2 and 3, waves of `--pods` ScaledObjects (one
 //!    target each) created and then left idle until their loops stop, for that long; RSS and
-//!    open descriptors after every wave, their growth since the second wave, and at the end
-//!    the trend of the after-wave RSS (second half against first half, and the slope).
+//!    open descriptors after every wave, their growth since the end of the warm-up
+//!    (`--warmup-waves`, default 10, set before a run), and at the end the trend of the
+//!    after-wave RSS over the waves after the warm-up (second half against first half, and
+//!    the slope).
 //! 5. Memory (`--memory`): instead of 2 and 3, RSS at start, after a burst of the largest
 //!    bodies the default limits accept, and after `--pods` one-target ScaledObjects are created
 //!    and removed; each "after" reading is taken once the scaler's check for stopped loops
@@ -32,7 +34,8 @@
 //!
 //! `cargo build --release -p vllm-keda-scaler && cargo bench -p vllm-keda-service --bench fleet
 //!  -- [--pods 5000] [--scaledobjects 500] [--seconds 60] [--rate 1000] [--interval 2]
-//!  [--hostile] [--soak-minutes 30] [--memory] [--gzip] [--close-connections] [--bin PATH]`
+//!  [--hostile] [--soak-minutes 30 [--warmup-waves 10]] [--memory] [--gzip]
+//!  [--close-connections] [--bin PATH]`
 //!
 //! `--gzip`: the pods answer gzip-compressed when the request accepts it, as vLLM's `/metrics`
 //! does (the loaded fixture is about 5 KB compressed). `--close-connections`: the scaler is
@@ -69,6 +72,8 @@ struct Args {
     /// Soak mode: waves of `--pods` one-target ScaledObjects created and left to stop, for
     /// this many minutes.
     soak_minutes: f64,
+    /// Soak waves counted as warm-up (set before a run, not read off it).
+    warmup_waves: usize,
     /// Memory mode: a burst of large bodies, then many ScaledObjects created and removed.
     memory: bool,
     /// The fleet's pods answer gzip-compressed when the request accepts it, as vLLM does.
@@ -86,6 +91,7 @@ fn args() -> Args {
         interval: 2.0,
         hostile: false,
         soak_minutes: 0.0,
+        warmup_waves: 10,
         memory: false,
         gzip: false,
         close_connections: false,
@@ -112,6 +118,7 @@ fn args() -> Args {
             "--gzip" => a.gzip = true,
             "--close-connections" => a.close_connections = true,
             "--soak-minutes" => a.soak_minutes = value().parse().unwrap(),
+            "--warmup-waves" => a.warmup_waves = value().parse().unwrap(),
             "--bin" => a.bin = value(),
             "--bench" => {}
             other => panic!("unknown flag {other}"),
@@ -625,16 +632,17 @@ async fn soak(
             started.elapsed().as_secs_f64(),
             refs.len()
         );
-        if wave == 2 {
-            after_warmup = Some((idle, fds));
-        }
         if let Some((base, base_fds)) = after_warmup {
             println!(
-                "  growth since wave 2: RSS {:+.1} % , fds {:+}",
+                "  growth since wave {}, the last of the warm-up: RSS {:+.1} % , fds {:+}",
+                args.warmup_waves,
                 (idle / base - 1.0) * 100.0,
                 fds as i64 - base_fds as i64
             );
             idle_after_warmup.push(idle);
+        }
+        if wave == args.warmup_waves.max(1) {
+            after_warmup = Some((idle, fds));
         }
     }
     // One wave's reading moves by tens of MiB with where live blocks happen to sit, so growth
@@ -654,9 +662,11 @@ async fn soak(
         }
         let slope = sxy / sxx;
         println!(
-            "soak: {n} waves after warm-up (wave 2 on); RSS after a wave: first half mean \
-             {m1:.1} MiB, second half {m2:.1} MiB ({:+.1} %); trend {slope:+.2} MiB per wave, \
-             {:+.1} % of the mean over the {n} waves",
+            "soak: {n} waves after a warm-up of {} (waves {} on); RSS after a wave: first half \
+             mean {m1:.1} MiB, second half {m2:.1} MiB ({:+.1} %); trend {slope:+.2} MiB per \
+             wave, {:+.1} % of the mean over the {n} waves",
+            args.warmup_waves.max(1),
+            args.warmup_waves.max(1) + 1,
             (m2 / m1 - 1.0) * 100.0,
             slope * (n as f64 - 1.0) / y_mean * 100.0
         );
