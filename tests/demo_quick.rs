@@ -22,6 +22,17 @@ const SCALE_OUT_REASONS: [&str; 7] = [
     "preemption_rate",
 ];
 
+/// When the story's phase `name` starts, seconds (the phases before it, summed).
+fn phase_start(summary: &Value, name: &str) -> f64 {
+    summary["story"]["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .take_while(|p| p["name"] != name)
+        .map(|p| p["duration"].as_f64().unwrap_or(0.0))
+        .sum()
+}
+
 fn run_with_timeout(mut command: Command) -> (std::process::ExitStatus, String, String) {
     let mut child = command
         .stdout(Stdio::piped())
@@ -86,13 +97,7 @@ fn quick_demo_scales_out_under_the_burst_and_back_in() {
 
     // Scaled out under the burst, for a scale-out reason.
     assert!(peak > 1, "never scaled out: peak target {peak}\n{text}");
-    let burst_start = summary["story"]["phases"]
-        .as_array()
-        .expect("phases")
-        .iter()
-        .take_while(|p| p["name"] != "burst")
-        .map(|p| p["duration"].as_f64().unwrap_or(0.0))
-        .sum::<f64>();
+    let burst_start = phase_start(&summary, "burst");
     let out_events: Vec<&Value> = events.iter().filter(|e| e["direction"] == "out").collect();
     assert!(!out_events.is_empty(), "no scale-out event\n{text}");
     for e in &out_events {
@@ -122,13 +127,7 @@ fn quick_demo_scales_out_under_the_burst_and_back_in() {
         "no proactive step up to the forecast's need\n{text}"
     );
     // Nothing scales out while the load is idle (it starts rising with the ramp).
-    let ramp_start = summary["story"]["phases"]
-        .as_array()
-        .expect("phases")
-        .iter()
-        .take_while(|p| p["name"] != "ramp")
-        .map(|p| p["duration"].as_f64().unwrap_or(0.0))
-        .sum::<f64>();
+    let ramp_start = phase_start(&summary, "ramp");
     let first_out = out_events[0]["t_seconds"].as_f64().expect("time");
     assert!(
         first_out >= ramp_start,
