@@ -323,8 +323,14 @@ impl Scaler {
         )
     }
 
-    /// A scaler from explicit signal settings and policy (a load test's windows, say).
+    /// A scaler from explicit signal settings and policy (a load test's windows, say). The
+    /// signals' rate window is the one window: the policy's `rate_window` is set to it, so the
+    /// proactive policy's windows never disagree with the rates they read.
     pub fn with_settings(signals: SignalSettings, policy: PolicyConfig) -> Self {
+        let policy = PolicyConfig {
+            rate_window: signals.latency_window,
+            ..policy
+        };
         Self {
             window: FleetWindow::new(signals),
             proactive: policy.proactive.clone().map(Proactive::new),
@@ -460,6 +466,28 @@ impl Scaler {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn the_rate_window_is_one_setting_for_signals_and_policy() {
+        let mut metadata: HashMap<String, String> = HashMap::new();
+        metadata.insert("endpoints".into(), "http://a/metrics".into());
+        metadata.insert("rateWindowSeconds".into(), "20".into());
+        let scaler = Scaler::new(&ScalerConfig::from_metadata(&metadata).unwrap());
+        assert_eq!(
+            scaler.window.settings().latency_window,
+            Duration::from_secs(20)
+        );
+        assert_eq!(scaler.policy_config().rate_window, Duration::from_secs(20));
+        // Explicit signal settings win over a policy that says otherwise.
+        let scaler = Scaler::with_settings(
+            SignalSettings {
+                latency_window: Duration::from_secs(30),
+                ..SignalSettings::default()
+            },
+            PolicyConfig::default(),
+        );
+        assert_eq!(scaler.policy_config().rate_window, Duration::from_secs(30));
+    }
 
     const IDLE: &str = include_str!("../../../data/fixtures/vllm-v1-idle.prom");
     const LOADED: &str = include_str!("../../../data/fixtures/vllm-v1-loaded.prom");
