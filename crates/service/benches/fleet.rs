@@ -30,12 +30,18 @@
 //! handling-time histogram (bucket bounds), since on a shared 2-core machine the client and
 //! the 5,000 pods compete with the scaler for the same cores.
 //!
+//! `--cpu-limit CORES` (Linux, root): the scaler runs in a cgroup of its own with a CFS quota
+//! of CORES per 100 ms period, which is what a Kubernetes `limits.cpu` sets, and every phase
+//! reports the periods it was throttled in (cgroup v2 when mounted with the `cpu` controller,
+//! else v1). A scaler that needs more than its limit shows it as throttling and missed cycles,
+//! whatever the host's speed.
+//!
 //! `ulimit -n` must exceed twice `--pods` (listeners and accepted connections live here).
 //!
 //! `cargo build --release -p vllm-keda-scaler && cargo bench -p vllm-keda-service --bench fleet
 //!  -- [--pods 5000] [--scaledobjects 500] [--seconds 60] [--rate 1000] [--interval 2]
 //!  [--hostile] [--soak-minutes 30 [--warmup-waves 10]] [--memory] [--gzip]
-//!  [--close-connections] [--bin PATH]`
+//!  [--close-connections] [--cpu-limit CORES] [--bin PATH]`
 //!
 //! `--gzip`: the pods answer gzip-compressed when the request accepts it, as vLLM's `/metrics`
 //! does (the loaded fixture is about 5 KB compressed). `--close-connections`: the scaler is
@@ -80,6 +86,8 @@ struct Args {
     gzip: bool,
     /// Start the scaler with `--scrape-close-connections` (a connection per scrape).
     close_connections: bool,
+    /// Run the scaler under a CFS quota of this many cores (0: no limit).
+    cpu_limit: f64,
 }
 
 fn args() -> Args {
@@ -95,6 +103,7 @@ fn args() -> Args {
         memory: false,
         gzip: false,
         close_connections: false,
+        cpu_limit: 0.0,
         bin: concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../target/release/vllm-keda-scaler"
@@ -119,6 +128,7 @@ fn args() -> Args {
             "--close-connections" => a.close_connections = true,
             "--soak-minutes" => a.soak_minutes = value().parse().unwrap(),
             "--warmup-waves" => a.warmup_waves = value().parse().unwrap(),
+            "--cpu-limit" => a.cpu_limit = value().parse().unwrap(),
             "--bin" => a.bin = value(),
             "--bench" => {}
             other => panic!("unknown flag {other}"),
@@ -236,6 +246,104 @@ fn rss_mib(pid: u32) -> (f64, f64) {
 
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// A cgroup of the scaler's own with a CFS quota (`--cpu-limit`): the limit a Kubernetes
+/// `limits.cpu` sets, enforced by the same kernel mechanism.
+struct CpuLimit {
+    dir: std::path::PathBuf,
+    v2: bool,
+}
+
+/// Throttling counters of a [`CpuLimit`]: CFS periods, periods throttled, time throttled (ms).
+#[derive(Clone, Copy, Default)]
+struct Throttling {
+    periods: u64,
+    throttled: u64,
+    throttled_ms: f64,
+}
+
+impl CpuLimit {
+    /// Period of the quota, as the kubelet sets it (100 ms).
+    const PERIOD_US: u64 = 100_000;
+
+    fn create(cores: f64) -> Self {
+        let quota = (cores * Self::PERIOD_US as f64).round() as u64;
+        let name = format!("vllm-keda-fleet-bench-{}", std::process::id());
+        let v2_root = std::path::Path::new("/sys/fs/cgroup");
+        let v2 = std::fs::read_to_string(v2_root.join("cgroup.controllers"))
+            .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpu"));
+        let dir = if v2 {
+            // Lets children of the root use the cpu controller (already on under systemd).
+            let _ = std::fs::write(v2_root.join("cgroup.subtree_control"), "+cpu");
+            v2_root.join(&name)
+        } else {
+            std::path::Path::new("/sys/fs/cgroup/cpu").join(&name)
+        };
+        std::fs::create_dir(&dir)
+            .unwrap_or_else(|e| cgroup_failure(&format!("creating {}", dir.display()), e));
+        let limit = Self { dir, v2 };
+        if v2 {
+            limit.write("cpu.max", &format!("{quota} {}", Self::PERIOD_US));
+        } else {
+            limit.write("cpu.cfs_period_us", &Self::PERIOD_US.to_string());
+            limit.write("cpu.cfs_quota_us", &quota.to_string());
+        }
+        limit
+    }
+
+    fn write(&self, file: &str, value: &str) {
+        let path = self.dir.join(file);
+        if let Err(e) = std::fs::write(&path, value) {
+            cgroup_failure(&format!("writing {value:?} to {}", path.display()), e);
+        }
+    }
+
+    /// Moves the process `pid` (every thread of it; threads it starts later follow) in.
+    fn add(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
+            .unwrap_or_else(|e| panic!("--cpu-limit: moving the scaler into the cgroup: {e}"));
+    }
+
+    fn throttling(&self) -> Throttling {
+        let stat = std::fs::read_to_string(self.dir.join("cpu.stat")).unwrap_or_default();
+        let read = |key: &str| {
+            stat.lines()
+                .find_map(|l| {
+                    l.strip_prefix(key)?
+                        .strip_prefix(' ')?
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .unwrap_or(0)
+        };
+        Throttling {
+            periods: read("nr_periods"),
+            throttled: read("nr_throttled"),
+            throttled_ms: if self.v2 {
+                read("throttled_usec") as f64 / 1e3
+            } else {
+                read("throttled_time") as f64 / 1e6
+            },
+        }
+    }
+}
+
+fn cgroup_failure(what: &str, e: std::io::Error) -> ! {
+    panic!(
+        "--cpu-limit: {what}: {e} (needs root and the cgroup cpu controller, v2 at \
+         /sys/fs/cgroup or v1 at /sys/fs/cgroup/cpu)"
+    )
+}
+
+impl Drop for CpuLimit {
+    fn drop(&mut self) {
+        // Empty once the scaler has exited; a leftover directory is harmless but reported.
+        if let Err(e) = std::fs::remove_dir(&self.dir) {
+            eprintln!("--cpu-limit: removing {}: {e}", self.dir.display());
+        }
+    }
 }
 
 async fn http_get(addr: SocketAddr, path: &str) -> String {
@@ -410,6 +518,8 @@ struct Phase {
     mean_scrape_ms: f64,
     max_scrape_ms: f64,
     answers: HashMap<String, i64>,
+    /// Under `--cpu-limit`: the throttling over the phase.
+    throttling: Option<Throttling>,
 }
 
 /// Open-loop `GetMetrics` over `refs` for `seconds`, with the scaler's figures around it.
@@ -420,7 +530,9 @@ async fn phase(
     client: &ExternalScalerClient<Channel>,
     refs: &[ScaledObjectRef],
     watched: usize,
+    limit: Option<&CpuLimit>,
 ) -> Phase {
+    let throttling_before = limit.map(CpuLimit::throttling);
     let cycles_before = cycles(http).await;
     let times_before = scrape_times(http).await;
     let server_before = server_buckets(http).await;
@@ -450,6 +562,14 @@ async fn phase(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let cores = (cpu_seconds(pid) - cpu_before) / elapsed;
+    let throttling = limit.zip(throttling_before).map(|(l, before)| {
+        let after = l.throttling();
+        Throttling {
+            periods: after.periods - before.periods,
+            throttled: after.throttled - before.throttled,
+            throttled_ms: after.throttled_ms - before.throttled_ms,
+        }
+    });
     let (rss, peak) = rss_mib(pid);
     let cycles_after = cycles(http).await;
     let times_after = scrape_times(http).await;
@@ -482,6 +602,7 @@ async fn phase(
         mean_scrape_ms: means.iter().sum::<f64>() / means.len().max(1) as f64,
         max_scrape_ms: means.iter().copied().fold(0.0, f64::max),
         answers,
+        throttling,
     }
 }
 
@@ -509,6 +630,16 @@ fn report(name: &str, p: &Phase) {
         p.mean_scrape_ms,
         p.max_scrape_ms,
     );
+    if let Some(t) = p.throttling {
+        println!(
+            "{name}: under the CPU limit, throttled in {} of {} CFS periods ({:.1} %), {:.0} ms \
+             throttled in all",
+            t.throttled,
+            t.periods,
+            t.throttled as f64 / t.periods.max(1) as f64 * 100.0,
+            t.throttled_ms
+        );
+    }
 }
 
 /// Asks about every ScaledObject of `refs` for three intervals, then stops asking and waits
@@ -739,6 +870,18 @@ async fn main() {
             )
         });
     let pid = child.id();
+    let limit = (args.cpu_limit > 0.0).then(|| {
+        let limit = CpuLimit::create(args.cpu_limit);
+        limit.add(pid);
+        println!(
+            "the scaler runs under a CPU limit of {} cores (CFS quota {} us per {} us, {})",
+            args.cpu_limit,
+            (args.cpu_limit * CpuLimit::PERIOD_US as f64).round(),
+            CpuLimit::PERIOD_US,
+            limit.dir.display()
+        );
+        limit
+    });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (_, baseline_peak) = rss_mib(pid);
     let client = loop {
@@ -786,7 +929,7 @@ async fn main() {
     let mut c = client.clone();
     // Two intervals for every loop to settle onto its phase.
     tokio::time::sleep(Duration::from_secs_f64(args.interval * 2.0)).await;
-    let steady = phase(&args, pid, http, &client, &refs, refs.len()).await;
+    let steady = phase(&args, pid, http, &client, &refs, refs.len(), limit.as_ref()).await;
     report("steady", &steady);
 
     if args.hostile {
@@ -819,7 +962,7 @@ async fn main() {
             all.push(r);
         }
         tokio::time::sleep(Duration::from_secs_f64(args.interval * 2.0)).await;
-        let hostile = phase(&args, pid, http, &client, &all, refs.len()).await;
+        let hostile = phase(&args, pid, http, &client, &all, refs.len(), limit.as_ref()).await;
         report("with hostile tenants", &hostile);
         let changed = refs
             .iter()
