@@ -42,17 +42,16 @@ pub struct SnapshotInfo {
     pub itl_metric: Option<&'static str>,
     /// Older twin names that were present and ignored because the newer name was there too.
     pub ignored_twins: Vec<&'static str>,
-    /// Labels of `vllm:cache_config_info` (the first child), in body order.
-    pub cache_config: Vec<(String, String)>,
+    /// The `gpu_memory_utilization` label of `vllm:cache_config_info` (its first child), when
+    /// present and numeric: the one label of that series anything reads, kept as a number so
+    /// a scrape copies none of the others.
+    pub cache_config_gpu_memory_utilization: Option<f64>,
 }
 
 impl SnapshotInfo {
     /// `gpu_memory_utilization` from `vllm:cache_config_info`, when present and numeric.
     pub fn gpu_memory_utilization(&self) -> Option<f64> {
-        self.cache_config
-            .iter()
-            .find(|(key, _)| key == label::GPU_MEMORY_UTILIZATION)
-            .and_then(|(_, value)| value.parse().ok())
+        self.cache_config_gpu_memory_utilization
     }
 }
 
@@ -364,8 +363,9 @@ fn classify(metric: &str) -> Option<Series> {
     })
 }
 
-/// A sample's labels, sorted: its identity within a family (with the name).
-type LabelSet<'e> = Vec<(&'e str, &'e str)>;
+/// A sample's labels, sorted: its identity within a family (with the name). vLLM's series
+/// carry two to four, which live inline: checking a sample for duplicates allocates nothing.
+type LabelSet<'e> = smallvec::SmallVec<[(&'e str, &'e str); 4]>;
 
 fn sorted_labels<'e>(sample: &'e Sample<'_>, skip: Option<&str>) -> LabelSet<'e> {
     let mut labels: LabelSet<'e> = sample
@@ -414,6 +414,14 @@ struct Child<'e> {
     count: Option<f64>,
 }
 
+/// A series [`Builder::unique`] was given: its identity and what to name it as.
+struct SeenSeries<'e> {
+    name: &'e str,
+    labels: LabelSet<'e>,
+    series: &'static str,
+    part: Option<Part>,
+}
+
 #[derive(Default)]
 struct Builder<'e> {
     waiting: Option<f64>,
@@ -433,8 +441,11 @@ struct Builder<'e> {
     created_min: Option<f64>,
     engines: HashSet<&'e str>,
     v0_marker: bool,
-    /// Every series read so far, to refuse duplicates.
-    seen: HashSet<(&'e str, LabelSet<'e>)>,
+    /// Whether the first `vllm:cache_config_info` child was read.
+    cache_config_seen: bool,
+    /// Every series read so far outside histograms, to refuse duplicates: sorted and compared
+    /// once the body is read (no hashing of the body's strings, so no input makes it slow).
+    seen: Vec<SeenSeries<'e>>,
 }
 
 fn add(slot: &mut Option<f64>, value: f64) {
@@ -557,6 +568,7 @@ impl PodSnapshot {
                 });
             }
         }
+        b.check_unique()?;
         let snapshot = b.finish(snapshot)?;
         if snapshot.waiting.is_none() && snapshot.running.is_none() {
             return Err(SnapshotError::NoLoadGauges);
@@ -566,17 +578,34 @@ impl PodSnapshot {
 }
 
 impl<'e> Builder<'e> {
-    /// Refuses a series read twice (same name and labels).
+    /// Notes a series that must appear once (same name and labels); [`Self::check_unique`]
+    /// refuses the body if one appeared twice.
     fn unique(
         &mut self,
         series: &'static str,
         part: Option<Part>,
         sample: &'e Sample<'_>,
     ) -> Result<(), SnapshotError> {
-        if self.seen.insert((sample.name, sorted_labels(sample, None))) {
-            Ok(())
-        } else {
-            Err(impossible(series, part, Problem::Duplicate))
+        self.seen.push(SeenSeries {
+            name: sample.name,
+            labels: sorted_labels(sample, None),
+            series,
+            part,
+        });
+        Ok(())
+    }
+
+    /// Refuses a series read twice: O(n log n) in the series, whatever their strings.
+    fn check_unique(&mut self) -> Result<(), SnapshotError> {
+        self.seen
+            .sort_unstable_by(|a, b| (a.name, &a.labels).cmp(&(b.name, &b.labels)));
+        match self
+            .seen
+            .windows(2)
+            .find(|w| w[0].name == w[1].name && w[0].labels == w[1].labels)
+        {
+            Some(w) => Err(impossible(w[1].series, w[1].part, Problem::Duplicate)),
+            None => Ok(()),
         }
     }
 
@@ -630,12 +659,11 @@ impl<'e> Builder<'e> {
                 self.unique(family, None, sample)?;
             }
             Series::CacheConfig => {
-                if info.cache_config.is_empty() {
-                    info.cache_config = sample
-                        .labels
-                        .iter()
-                        .map(|l| (l.name.to_owned(), l.value.as_ref().to_owned()))
-                        .collect();
+                if !self.cache_config_seen {
+                    self.cache_config_seen = true;
+                    info.cache_config_gpu_memory_utilization = sample
+                        .label(label::GPU_MEMORY_UTILIZATION)
+                        .and_then(|v| v.parse().ok());
                 }
             }
             Series::Preemptions(part) => {
@@ -868,6 +896,38 @@ mod tests {
     fn snapshot(body: &str) -> Result<PodSnapshot, SnapshotError> {
         let parsed = exposition::parse(body).expect("the test body parses");
         PodSnapshot::from_exposition(&parsed, None)
+    }
+
+    #[test]
+    fn a_series_read_twice_is_refused_however_far_apart_and_only_then() {
+        use std::fmt::Write as _;
+        let mut body = String::from("vllm:num_requests_waiting{engine=\"0\"} 1\n");
+        for r in 0..500 {
+            writeln!(
+                body,
+                "vllm:request_success_total{{engine=\"0\",finished_reason=\"r{r}\"}} 1"
+            )
+            .unwrap();
+        }
+        // Same name and values, other label order or another engine: distinct series.
+        body.push_str("vllm:request_success_total{finished_reason=\"r7\",engine=\"1\"} 1\n");
+        let ok = snapshot(&body).expect("501 distinct series");
+        assert_eq!(ok.info.vllm_samples, 502);
+        // The 8th series again, 493 lines later and with its labels in another order.
+        let twice =
+            format!("{body}vllm:request_success_total{{finished_reason=\"r7\",engine=\"0\"}} 1\n");
+        let error = snapshot(&twice).expect_err("a series read twice");
+        assert!(
+            matches!(
+                error,
+                SnapshotError::Impossible {
+                    series: name::REQUEST_SUCCESS,
+                    problem: Problem::Duplicate,
+                    ..
+                }
+            ),
+            "{error}"
+        );
     }
 
     #[test]
