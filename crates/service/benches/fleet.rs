@@ -18,7 +18,9 @@
 //!    open descriptors after every wave, their growth since the end of the warm-up
 //!    (`--warmup-waves`, default 10, set before a run), and at the end the trend of the
 //!    after-wave RSS over the waves after the warm-up (second half against first half, and
-//!    the slope).
+//!    the slope). With `--soak-plot FILE.svg` every wave's readings are also written to
+//!    FILE.tsv and drawn in FILE.svg (RSS busy and after each wave, the warm-up's end, the
+//!    manifest's 256 MiB memory request).
 //! 5. Memory (`--memory`): instead of 2 and 3, RSS at start, after a burst of the largest
 //!    bodies the default limits accept, and after `--pods` one-target ScaledObjects are created
 //!    and removed; each "after" reading is taken once the scaler's check for stopped loops
@@ -40,8 +42,8 @@
 //!
 //! `cargo build --release -p vllm-keda-scaler && cargo bench -p vllm-keda-service --bench fleet
 //!  -- [--pods 5000] [--scaledobjects 500] [--seconds 60] [--rate 1000] [--interval 2]
-//!  [--hostile] [--soak-minutes 30 [--warmup-waves 10]] [--memory] [--gzip]
-//!  [--close-connections] [--cpu-limit CORES] [--bin PATH]`
+//!  [--hostile] [--soak-minutes 30 [--warmup-waves 10] [--soak-plot FILE.svg]] [--memory]
+//!  [--gzip] [--close-connections] [--cpu-limit CORES] [--bin PATH]`
 //!
 //! `--gzip`: the pods answer gzip-compressed when the request accepts it, as vLLM's `/metrics`
 //! does (the loaded fixture is about 5 KB compressed). `--close-connections`: the scaler is
@@ -80,6 +82,8 @@ struct Args {
     soak_minutes: f64,
     /// Soak waves counted as warm-up (set before a run, not read off it).
     warmup_waves: usize,
+    /// Soak mode: write every wave's readings to this SVG (and a TSV beside it).
+    soak_plot: Option<std::path::PathBuf>,
     /// Memory mode: a burst of large bodies, then many ScaledObjects created and removed.
     memory: bool,
     /// The fleet's pods answer gzip-compressed when the request accepts it, as vLLM does.
@@ -100,6 +104,7 @@ fn args() -> Args {
         hostile: false,
         soak_minutes: 0.0,
         warmup_waves: 10,
+        soak_plot: None,
         memory: false,
         gzip: false,
         close_connections: false,
@@ -128,6 +133,7 @@ fn args() -> Args {
             "--close-connections" => a.close_connections = true,
             "--soak-minutes" => a.soak_minutes = value().parse().unwrap(),
             "--warmup-waves" => a.warmup_waves = value().parse().unwrap(),
+            "--soak-plot" => a.soak_plot = Some(value().into()),
             "--cpu-limit" => a.cpu_limit = value().parse().unwrap(),
             "--bin" => a.bin = value(),
             "--bench" => {}
@@ -742,6 +748,7 @@ async fn soak(
     let mut wave = 0;
     let mut after_warmup: Option<(f64, usize)> = None;
     let mut idle_after_warmup: Vec<f64> = Vec::new();
+    let mut waves: Vec<WaveReading> = Vec::new();
     while started.elapsed().as_secs_f64() < args.soak_minutes * 60.0 {
         wave += 1;
         let refs: Vec<ScaledObjectRef> = pods
@@ -757,6 +764,17 @@ async fn soak(
             .collect();
         let (busy, busy_peak, idle) = ask_then_drop(args, pid, http, client, &refs).await;
         let fds = open_fds(pid);
+        waves.push(WaveReading {
+            at_seconds: started.elapsed().as_secs_f64(),
+            busy,
+            peak: busy_peak,
+            idle,
+            fds,
+        });
+        if let Some(path) = &args.soak_plot {
+            // Rewritten after every wave, so a run cut short still leaves its readings.
+            write_soak_plot(path, &waves, args.warmup_waves.max(1));
+        }
         println!(
             "wave {wave} at {:.0} s: {} ScaledObjects; RSS busy {busy:.0} MiB (peak \
              {busy_peak:.0}), after their loops stopped {idle:.0} MiB, {fds} open fds",
@@ -802,6 +820,133 @@ async fn soak(
             slope * (n as f64 - 1.0) / y_mean * 100.0
         );
     }
+}
+
+/// One soak wave's readings.
+struct WaveReading {
+    at_seconds: f64,
+    busy: f64,
+    peak: f64,
+    idle: f64,
+    fds: usize,
+}
+
+/// Writes the soak's waves to `svg` (a line chart of RSS per wave) and to a TSV beside it.
+fn write_soak_plot(svg: &std::path::Path, waves: &[WaveReading], warmup: usize) {
+    use std::fmt::Write as _;
+    let mut tsv =
+        String::from("wave\tat_seconds\trss_busy_mib\trss_peak_mib\trss_after_mib\topen_fds\n");
+    for (i, w) in waves.iter().enumerate() {
+        let _ = writeln!(
+            tsv,
+            "{}\t{:.0}\t{:.1}\t{:.1}\t{:.1}\t{}",
+            i + 1,
+            w.at_seconds,
+            w.busy,
+            w.peak,
+            w.idle,
+            w.fds
+        );
+    }
+    let tsv_path = svg.with_extension("tsv");
+    std::fs::write(&tsv_path, tsv)
+        .unwrap_or_else(|e| panic!("--soak-plot: writing {}: {e}", tsv_path.display()));
+
+    const LIMIT_MIB: f64 = 256.0;
+    let (w, h, left, right, top, bottom) = (800.0, 400.0, 60.0, 200.0, 40.0, 45.0);
+    let n = waves.len().max(2) as f64;
+    let y_max = (waves.iter().map(|w| w.peak).fold(LIMIT_MIB, f64::max) / 50.0).ceil() * 50.0;
+    let px = |wave: f64| left + (wave - 1.0) / (n - 1.0) * (w - left - right);
+    let py = |mib: f64| top + (1.0 - mib / y_max) * (h - top - bottom);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{}" y="22" text-anchor="middle" font-size="14">Soak: resident memory per wave of ScaledObjects created and removed</text>"#,
+        (w - right + left) / 2.0
+    );
+    let mut mib = 0.0;
+    while mib <= y_max {
+        let y = py(mib);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{mib:.0}</text>"##,
+            w - right,
+            left - 6.0,
+            y + 4.0
+        );
+        mib += 50.0;
+    }
+    let step = ((n / 8.0).ceil() as usize).max(1);
+    for wave in (1..=waves.len()).step_by(step) {
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{wave}</text>"#,
+            px(wave as f64),
+            h - bottom + 16.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">wave</text><text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">RSS, MiB</text>"#,
+        (w - right + left) / 2.0,
+        h - 8.0,
+        (h - bottom + top) / 2.0,
+        (h - bottom + top) / 2.0
+    );
+    let x_warm = px(warmup as f64 + 0.5);
+    let _ = writeln!(
+        out,
+        r##"<line x1="{x_warm:.1}" x2="{x_warm:.1}" y1="{top}" y2="{}" stroke="#888" stroke-dasharray="4 3"/><text x="{:.1}" y="{}" font-size="11" fill="#555">warm-up</text>"##,
+        h - bottom,
+        x_warm - 48.0,
+        top + 12.0
+    );
+    let y_limit = py(LIMIT_MIB);
+    let _ = writeln!(
+        out,
+        r##"<line x1="{left}" x2="{}" y1="{y_limit:.1}" y2="{y_limit:.1}" stroke="#c33" stroke-dasharray="6 3"/>"##,
+        w - right
+    );
+    let series: [(&str, &str, fn(&WaveReading) -> f64); 3] = [
+        ("busy", "#1f77b4", |r| r.busy),
+        ("peak so far", "#ff7f0e", |r| r.peak),
+        ("after the loops stopped", "#2ca02c", |r| r.idle),
+    ];
+    for (i, (label, color, value)) in series.iter().enumerate() {
+        let points: Vec<String> = waves
+            .iter()
+            .enumerate()
+            .map(|(k, r)| format!("{:.1},{:.1}", px(k as f64 + 1.0), py(value(r))))
+            .collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            points.join(" ")
+        );
+        let ly = top + 10.0 + i as f64 * 18.0;
+        let _ = writeln!(
+            out,
+            r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"/><text x="{}" y="{}">{label}</text>"#,
+            w - right + 10.0,
+            w - right + 30.0,
+            w - right + 36.0,
+            ly + 4.0
+        );
+    }
+    let ly = top + 10.0 + 3.0 * 18.0;
+    let _ = writeln!(
+        out,
+        r##"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="#c33" stroke-dasharray="6 3"/><text x="{}" y="{}">memory request</text>
+</svg>"##,
+        w - right + 10.0,
+        w - right + 30.0,
+        w - right + 36.0,
+        ly + 4.0
+    );
+    std::fs::write(svg, out)
+        .unwrap_or_else(|e| panic!("--soak-plot: writing {}: {e}", svg.display()));
 }
 
 #[tokio::main]
