@@ -4,7 +4,8 @@
 //! Each decision:
 //! 1. runs the guide's rules ([`super::Policy::decide`]) on the same state, from the level this
 //!    policy asked for last time: a trigger that fires (queue, TTFT, ITL, e2e, KV, preemptions)
-//!    still raises the level exactly as under `policy: guide`;
+//!    raises the level as under `policy: guide` while the in-flight requests still grow
+//!    (`backstop=growing`, the default; `backstop=always`: whenever it fires);
 //! 2. estimates demand ([`forecast`]): arrivals per second = finished requests per second plus
 //!    the growth of waiting and running requests over the last minute, plus the backlog
 //!    (waiting requests) to clear within a minute;
@@ -146,8 +147,9 @@ pub const DEFAULT_UTILIZATION: f64 = 0.8;
 pub const DEFAULT_PEAK_WINDOW_SECONDS: f64 = 0.0;
 /// The default backlog drain time, seconds (chosen on the training scenarios).
 pub const DEFAULT_DRAIN_SECONDS: f64 = 60.0;
-/// The default backstop (chosen on the training scenarios).
-pub const DEFAULT_BACKSTOP_ALWAYS: bool = true;
+/// The default backstop: `growing` since the fifth round, chosen with `settle` on the training
+/// scenarios (`docs/evaluation/proactive.md`, section 11; `always` until then).
+pub const DEFAULT_BACKSTOP_ALWAYS: bool = false;
 /// The default weight of the trend over the horizon (chosen on the training scenarios).
 pub const DEFAULT_TREND_WEIGHT: f64 = 1.0;
 /// Whether repeating patterns are expected again by default (chosen on the training scenarios).
@@ -163,8 +165,10 @@ pub const DEFAULT_RELEASE_SECONDS: f64 = 60.0;
 pub const DEFAULT_RISE_SECONDS: f64 = 180.0;
 /// The default cap on the replicas asked for the backlog beyond the demand's need (none).
 pub const DEFAULT_BACKLOG_REPLICAS: Option<u32> = None;
-/// Whether the backlog is left to the ready fleet once it covers the demand, by default.
-pub const DEFAULT_SETTLE: bool = false;
+/// Whether the backlog is left to the ready fleet once it covers the demand, by default: on
+/// since the fifth round, chosen with `backstop=growing` on the training scenarios (section 11);
+/// alone, a guide trigger on the remaining queue asked for the withdrawn replicas again.
+pub const DEFAULT_SETTLE: bool = true;
 /// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
