@@ -4,7 +4,8 @@
 //! Each decision:
 //! 1. runs the guide's rules ([`super::Policy::decide`]) on the same state, from the level this
 //!    policy asked for last time: a trigger that fires (queue, TTFT, ITL, e2e, KV, preemptions)
-//!    still raises the level exactly as under `policy: guide`;
+//!    raises the level as under `policy: guide` while the in-flight requests still grow
+//!    (`backstop=growing`, the default; `backstop=always`: whenever it fires);
 //! 2. estimates demand ([`forecast`]): arrivals per second = finished requests per second plus
 //!    the growth of waiting and running requests over the last minute, plus the backlog
 //!    (waiting requests) to clear within a minute;
@@ -23,7 +24,10 @@
 //!    need of the calm period, once the need has stayed below the level that long with no
 //!    trigger, at most once per scale-down period; a surplus of at least half the fleet (a
 //!    burst that has passed) goes after `release` seconds, and never sooner than the start-up
-//!    time in use, instead of the calm period.
+//!    time in use, instead of the calm period. The backlog term may be capped at `backlog=K`
+//!    replicas beyond the demand's own need, and with `settle=on` it is dropped once the ready
+//!    replicas cover the demand's own need: the backlog drains on them, and replicas still
+//!    starting beyond the need are withdrawn at once.
 //!
 //! Without a capacity estimate yet (no prior and nothing observed within the SLO) the guide
 //! decides alone. Pure: time is an argument.
@@ -107,6 +111,15 @@ pub struct ProactiveConfig {
     /// this many seconds, so a step that has already happened is not extrapolated as a ramp;
     /// 0: the trend window's slope alone.
     pub rise_seconds: f64,
+    /// At most this many replicas beyond the demand's own need are asked for to clear the
+    /// backlog (`backlog=K`; unset: as many as the drain time asks for). Replicas take a
+    /// start-up to come, while a burst's backlog is mostly served or timed out by then.
+    pub backlog_replicas: Option<u32>,
+    /// Once the ready replicas cover the demand's need without the backlog term
+    /// (`settle=on`), the backlog is left to drain on the ready fleet: it is not sized for,
+    /// and replicas still starting beyond the need are withdrawn at once, without waiting for
+    /// the need to stay low for the withdrawal window.
+    pub settle: bool,
 }
 
 impl Default for ProactiveConfig {
@@ -122,6 +135,8 @@ impl Default for ProactiveConfig {
             periodic: DEFAULT_PERIODIC,
             release_seconds: DEFAULT_RELEASE_SECONDS,
             rise_seconds: DEFAULT_RISE_SECONDS,
+            backlog_replicas: DEFAULT_BACKLOG_REPLICAS,
+            settle: DEFAULT_SETTLE,
         }
     }
 }
@@ -132,8 +147,9 @@ pub const DEFAULT_UTILIZATION: f64 = 0.8;
 pub const DEFAULT_PEAK_WINDOW_SECONDS: f64 = 0.0;
 /// The default backlog drain time, seconds (chosen on the training scenarios).
 pub const DEFAULT_DRAIN_SECONDS: f64 = 60.0;
-/// The default backstop (chosen on the training scenarios).
-pub const DEFAULT_BACKSTOP_ALWAYS: bool = true;
+/// The default backstop: `growing` since the fifth round, chosen with `settle` on the training
+/// scenarios (`docs/evaluation/proactive.md`, section 11; `always` until then).
+pub const DEFAULT_BACKSTOP_ALWAYS: bool = false;
 /// The default weight of the trend over the horizon (chosen on the training scenarios).
 pub const DEFAULT_TREND_WEIGHT: f64 = 1.0;
 /// Whether repeating patterns are expected again by default (chosen on the training scenarios).
@@ -147,6 +163,12 @@ pub const DEFAULT_RELEASE_SECONDS: f64 = 60.0;
 /// The default window of the recent slope that caps the trend, seconds (chosen on the training
 /// scenarios together with the release, section 9).
 pub const DEFAULT_RISE_SECONDS: f64 = 180.0;
+/// The default cap on the replicas asked for the backlog beyond the demand's need (none).
+pub const DEFAULT_BACKLOG_REPLICAS: Option<u32> = None;
+/// Whether the backlog is left to the ready fleet once it covers the demand, by default: on
+/// since the fifth round, chosen with `backstop=growing` on the training scenarios (section 11);
+/// alone, a guide trigger on the remaining queue asked for the withdrawn replicas again.
+pub const DEFAULT_SETTLE: bool = true;
 /// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
@@ -157,14 +179,17 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// none), `drain=S` (backlog drain time, seconds, 0 to size for demand only),
 /// `trend=W` (weight of the rising trend, 0..1), `backstop=always|growing`, `periodic=on|off`,
 /// `release=S` (seconds before a surplus of half the fleet is released, at least the start-up
-/// time in use; 0 for none) and
-/// `rise=S` (window of the recent slope that caps the trend, seconds, 0 for none).
+/// time in use; 0 for none),
+/// `rise=S` (window of the recent slope that caps the trend, seconds, 0 for none),
+/// `backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number)
+/// and `settle=on|off` (once the ready replicas cover the demand, the backlog drains on them
+/// and starting replicas beyond the need are withdrawn at once).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none) and `; rise=S` (seconds, 0 for none)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0) and `; settle=on|off`";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -187,6 +212,29 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                             return Err(format!("periodic={v:?} is not `on` or `off`; {expected}"));
                         }
                     };
+                    continue;
+                }
+                if k == "settle" {
+                    c.settle = match v {
+                        "on" => true,
+                        "off" => false,
+                        _ => {
+                            return Err(format!("settle={v:?} is not `on` or `off`; {expected}"));
+                        }
+                    };
+                    continue;
+                }
+                if k == "backlog" {
+                    c.backlog_replicas = Some(
+                        v.parse::<u32>()
+                            .ok()
+                            .filter(|k| *k <= 1000)
+                            .ok_or_else(|| {
+                                format!(
+                                    "backlog={v:?} is not a whole number from 0 to 1000; {expected}"
+                                )
+                            })?,
+                    );
                     continue;
                 }
                 if k == "backstop" {
@@ -408,7 +456,22 @@ impl Proactive {
         } else {
             0.0
         };
-        let demand_need = replicas_for(fc.at_horizon + backlog, per, c);
+        // The demand's own need, and with the backlog term: capped at `backlog=K` replicas
+        // beyond the demand's need, and dropped once the ready replicas cover the demand
+        // (`settle=on`: the backlog then drains on the ready fleet).
+        let own_need = replicas_for(fc.at_horizon, per, c);
+        let sized_need = replicas_for(fc.at_horizon + backlog, per, c);
+        let settled = self.config.settle && sized_need > own_need && ready >= own_need;
+        let capped = self
+            .config
+            .backlog_replicas
+            .map(|k| own_need.saturating_add(k))
+            .filter(|cap| sized_need > *cap && !settled);
+        let demand_need = if settled {
+            own_need
+        } else {
+            capped.map_or(sized_need, |cap| clamp(cap, c))
+        };
         self.floor.observe(now, fc.now);
         let floor = self
             .floor
@@ -431,13 +494,20 @@ impl Proactive {
         self.needs.push_back((now, need));
         prune(&mut self.needs, now, c.scale_down_stabilization);
         let window_need = self.needs.iter().map(|n| n.1).max().unwrap_or(need);
-        let recent_need = self
-            .needs
-            .iter()
-            .filter(|n| n.0.saturating_add(w.withdraw_after) >= now)
-            .map(|n| n.1)
-            .max()
-            .unwrap_or(need);
+        // With the backlog left to the ready fleet (`settle=on`), starting capacity beyond
+        // the need is withdrawn at once; otherwise the need must stay below it for the
+        // withdrawal window.
+        let settled_now = settled && need <= ready;
+        let recent_need = if settled_now {
+            need
+        } else {
+            self.needs
+                .iter()
+                .filter(|n| n.0.saturating_add(w.withdraw_after) >= now)
+                .map(|n| n.1)
+                .max()
+                .unwrap_or(need)
+        };
 
         let guide_level = state.level.unwrap_or(prev);
         let growth = self.demand.growth();
@@ -513,6 +583,13 @@ impl Proactive {
                         super::explain::dur(w.withdraw_after),
                         ask.level,
                         ask.reason.as_str()
+                    );
+                }
+                None if settled_now => {
+                    level = to;
+                    step = format!(
+                        "{} replicas still starting are no longer needed: the {ready} ready cover the demand's need of {own_need} and the backlog drains on them (settle): target {prev} -> {level}",
+                        prev - ready,
                     );
                 }
                 None => {
@@ -613,6 +690,18 @@ impl Proactive {
             demand_need,
             self.startup_learned.is_some() || self.config.startup_seconds.is_some(),
         );
+        if settled {
+            numbers.push_str(&format!(
+                "; backlog not sized for: the {ready} ready replicas cover the demand's need of {own_need}, the backlog drains on them (settle; with it {sized_need} replicas)"
+            ));
+        } else if let Some(cap) = capped {
+            numbers.push_str(&format!(
+                "; backlog capped at {} replicas beyond the demand's {own_need} (backlog={}): {sized_need} -> {} replicas",
+                cap - own_need,
+                cap - own_need,
+                clamp(cap, c),
+            ));
+        }
         if let Some((window_slope, recent)) = recent_slope {
             numbers.push_str(&format!(
                 "; trend from the last {}: {} req/s per s, below the {} slope of {} req/s per s (a step that has happened is not a ramp)",

@@ -94,6 +94,20 @@ fn the_policy_value_is_read_with_its_settings() {
         }))
     );
     assert_eq!(
+        parse_policy("proactive; backlog=2; settle=on"),
+        Ok(Some(ProactiveConfig {
+            backlog_replicas: Some(2),
+            settle: true,
+            ..ProactiveConfig::default()
+        }))
+    );
+    assert!(
+        !parse_policy("proactive; settle=off")
+            .unwrap()
+            .unwrap()
+            .settle
+    );
+    assert_eq!(
         parse_policy("proactive; release=120; rise=90"),
         Ok(Some(ProactiveConfig {
             release_seconds: 120.0,
@@ -118,6 +132,9 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; trend=2",
         "proactive; backstop=never",
         "proactive; periodic=yes",
+        "proactive; backlog=1.5",
+        "proactive; backlog=-1",
+        "proactive; settle=yes",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -234,8 +251,10 @@ fn scale_in_goes_to_the_need_in_one_step_after_the_calm_period() {
 #[test]
 fn the_guides_triggers_stay_as_a_backstop() {
     // The prior overstates capacity (100 req/s per replica): the forecast asks for nothing,
-    // but a queue of 200 over 2 replicas is the guide's queue trigger, after its 30 s.
-    let mut r = Run::new("proactive; capacity=100; startup=300", 2);
+    // but a queue of 200 over 2 replicas is the guide's queue trigger, after its 30 s. The
+    // queue stands (neither grows nor drains): `backstop=always` follows it (the default,
+    // `growing`, follows only a growing one: `a_growing_backstop_...` below).
+    let mut r = Run::new("proactive; capacity=100; startup=300; backstop=always", 2);
     let mut s = fleet(2, 10.0, 20.0);
     s.fleet.queue_depth = 200.0;
     let mut up = None;
@@ -256,7 +275,8 @@ fn the_backstops_step_is_not_withdrawn_while_its_breach_is_recent() {
     // more. Those replicas are still starting (1 ready) while the queue stays; they must not
     // be withdrawn the next decision (which would restart their start-up), only 60 s after the
     // last breach.
-    let mut r = Run::new("proactive; capacity=100; startup=300", 1);
+    // A standing queue: followed with `backstop=always`.
+    let mut r = Run::new("proactive; capacity=100; startup=300; backstop=always", 1);
     let mut s = fleet(1, 5.0, 2.0);
     s.fleet.queue_depth = 100.0;
     let mut highest = 1;
@@ -444,7 +464,9 @@ fn without_the_backlog_term_the_fleet_is_sized_for_demand() {
         }
         last.unwrap()
     };
-    let drain = run("proactive; capacity=10; startup=300; drain=60");
+    // (`settle=off`: with it on, the default, the 2 ready replicas cover the demand's need
+    // and the backlog drains on them.)
+    let drain = run("proactive; capacity=10; startup=300; drain=60; settle=off");
     assert!(drain.target_replicas >= 3, "{drain:?}");
     assert!(
         drain.explanation.contains("+ backlog 10 req/s"),
@@ -523,7 +545,10 @@ fn a_growing_backstop_ignores_triggers_while_the_backlog_drains() {
         "{}",
         growing.explanation
     );
-    let (always, _) = run("proactive; capacity=100; startup=300", false);
+    let (always, _) = run(
+        "proactive; capacity=100; startup=300; backstop=always",
+        false,
+    );
     assert!(always.target_replicas > 2, "{always:?}");
 }
 
@@ -741,4 +766,87 @@ fn a_step_that_has_happened_is_not_extrapolated_as_a_ramp() {
     assert!(plain.contains("forecast 22 req/s"), "{plain}");
     assert!(rise.contains("forecast 22 req/s"), "{rise}");
     assert!(!rise.contains("trend from the last"), "{rise}");
+}
+
+#[test]
+fn the_backlog_term_is_capped_at_k_replicas_beyond_the_demands_need() {
+    // A standing backlog of 3000 with arrivals equal to what finishes (10 req/s): draining it
+    // within a minute asks for ceil((10 + 50) / 8) = 8 replicas; the demand alone needs 2.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        let mut s = fleet(2, 10.0, 20.0);
+        s.fleet.queue_depth = 3000.0;
+        s.fleet.ttft_seconds.p95 = Some(0.5);
+        let mut last = None;
+        for t in (0..=20).step_by(2) {
+            last = Some(r.at(t, &s));
+        }
+        last.unwrap()
+    };
+    // (`settle=off`: with it on, the default, the 2 ready replicas cover the demand's need
+    // and the backlog is not sized for at all.)
+    let settled = run("proactive; capacity=10; startup=300");
+    assert_eq!(settled.target_replicas, 2, "{settled:?}");
+    let uncapped = run("proactive; capacity=10; startup=300; settle=off");
+    assert_eq!(uncapped.target_replicas, 8, "{uncapped:?}");
+    assert!(!uncapped.explanation.contains("capped"), "{uncapped:?}");
+    let capped = run("proactive; capacity=10; startup=300; settle=off; backlog=1");
+    assert_eq!(capped.target_replicas, 3, "{capped:?}");
+    assert!(
+        capped.explanation.contains(
+            "backlog capped at 1 replicas beyond the demand's 2 (backlog=1): 8 -> 3 replicas"
+        ),
+        "{capped:?}"
+    );
+    // A cap the backlog does not reach changes nothing.
+    let loose = run("proactive; capacity=10; startup=300; settle=off; backlog=10");
+    assert_eq!(loose.target_replicas, 8, "{loose:?}");
+}
+
+#[test]
+fn once_the_ready_replicas_cover_the_demand_the_backlog_drains_on_them() {
+    // After a burst, arrivals of 30 req/s with a standing backlog of 1200 (20 req/s over a
+    // minute): with it the need is ceil((30 + 20) / 8) = 7, the demand alone needs
+    // ceil(30 / 8) = 4.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        for t in (0..=60).step_by(2) {
+            r.at(t, &fleet(2, 10.0, 20.0));
+        }
+        let mut asked = 2;
+        for t in (62..=80).step_by(2) {
+            asked = r.at(t, &saturated(t, 60)).target_replicas;
+        }
+        let mut decisions = Vec::new();
+        // Long enough for the burst's rise to leave the 5-minute trend.
+        for t in (82..=560).step_by(2) {
+            // 3 replicas ready serve 30 req/s at their limit; a fourth arrives at 500 s.
+            let ready = if t < 500 { 3 } else { 4 };
+            let mut s = fleet(ready, 30.0, 40.0);
+            s.fleet.queue_depth = 1200.0;
+            decisions.push((t, r.at(t, &s)));
+        }
+        (asked, decisions)
+    };
+    let (asked, settled) = run("proactive; capacity=10; startup=300; settle=on");
+    assert!(asked > 2, "asked for {asked}");
+    // Before the ready replicas cover the demand, the backlog is sized for as without `settle`.
+    let before = &settled.iter().find(|(t, _)| *t == 498).unwrap().1;
+    assert!(before.target_replicas >= 7, "{before:?}");
+    let (t, d) = settled
+        .iter()
+        .find(|(_, d)| d.target_replicas == 4)
+        .expect("withdrawn to the ready 4");
+    assert_eq!(*t, 500, "at once, not after a rate window: {d:?}");
+    assert!(
+        d.explanation.contains(
+            "no longer needed: the 4 ready cover the demand's need of 4 and the backlog drains on them (settle): target"
+        ),
+        "{d:?}"
+    );
+    assert!(d.explanation.contains("backlog not sized for"), "{d:?}");
+    // Without it the backlog keeps the starting replicas.
+    let (_, kept) = run("proactive; capacity=10; startup=300; settle=off");
+    let last = &kept.last().unwrap().1;
+    assert!(last.target_replicas >= 7, "{last:?}");
 }
