@@ -831,6 +831,9 @@ struct WaveReading {
     fds: usize,
 }
 
+/// One reading of a wave, for a line of the soak plot.
+type WaveValue = fn(&WaveReading) -> f64;
+
 /// Writes the soak's waves to `svg` (a line chart of RSS per wave) and to a TSV beside it.
 fn write_soak_plot(svg: &std::path::Path, waves: &[WaveReading], warmup: usize) {
     use std::fmt::Write as _;
@@ -909,7 +912,7 @@ fn write_soak_plot(svg: &std::path::Path, waves: &[WaveReading], warmup: usize) 
         r##"<line x1="{left}" x2="{}" y1="{y_limit:.1}" y2="{y_limit:.1}" stroke="#c33" stroke-dasharray="6 3"/>"##,
         w - right
     );
-    let series: [(&str, &str, fn(&WaveReading) -> f64); 3] = [
+    let series: [(&str, &str, WaveValue); 3] = [
         ("busy", "#1f77b4", |r| r.busy),
         ("peak so far", "#ff7f0e", |r| r.peak),
         ("after the loops stopped", "#2ca02c", |r| r.idle),
