@@ -204,23 +204,15 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     .split_once('=')
                     .ok_or_else(|| format!("{part:?} is not KEY=VALUE; {expected}"))?;
                 let (k, v) = (k.trim(), v.trim());
-                if k == "periodic" {
-                    c.periodic = match v {
+                if let Some(slot) = match k {
+                    "periodic" => Some(&mut c.periodic),
+                    "settle" => Some(&mut c.settle),
+                    _ => None,
+                } {
+                    *slot = match v {
                         "on" => true,
                         "off" => false,
-                        _ => {
-                            return Err(format!("periodic={v:?} is not `on` or `off`; {expected}"));
-                        }
-                    };
-                    continue;
-                }
-                if k == "settle" {
-                    c.settle = match v {
-                        "on" => true,
-                        "off" => false,
-                        _ => {
-                            return Err(format!("settle={v:?} is not `on` or `off`; {expected}"));
-                        }
+                        _ => return Err(format!("{k}={v:?} is not `on` or `off`; {expected}")),
                     };
                     continue;
                 }
