@@ -27,7 +27,9 @@
 //!    time in use, instead of the calm period. The backlog term may be capped at `backlog=K`
 //!    replicas beyond the demand's own need, and with `settle=on` it is dropped once the ready
 //!    replicas cover the demand's own need: the backlog drains on them, and replicas still
-//!    starting beyond the need are withdrawn at once.
+//!    starting beyond the need are withdrawn at once. With `hold=K` a surplus of at least half
+//!    the fleet is held until the need has stayed below the level for K start-up times, at the
+//!    highest need of the demand alone within them.
 //!
 //! Without a capacity estimate yet (no prior and nothing observed within the SLO) the guide
 //! decides alone. Pure: time is an argument.
@@ -120,6 +122,11 @@ pub struct ProactiveConfig {
     /// and replicas still starting beyond the need are withdrawn at once, without waiting for
     /// the need to stay low for the withdrawal window.
     pub settle: bool,
+    /// A surplus of at least half the fleet (the capacity of a burst that has passed) is held
+    /// until the need has stayed below the level for this many start-up times (`hold=K`), at
+    /// the highest need the demand alone asked for within them; 0: released after the calm
+    /// period or the release time, as any other surplus.
+    pub hold_startups: f64,
 }
 
 impl Default for ProactiveConfig {
@@ -137,6 +144,7 @@ impl Default for ProactiveConfig {
             rise_seconds: DEFAULT_RISE_SECONDS,
             backlog_replicas: DEFAULT_BACKLOG_REPLICAS,
             settle: DEFAULT_SETTLE,
+            hold_startups: DEFAULT_HOLD_STARTUPS,
         }
     }
 }
@@ -169,6 +177,8 @@ pub const DEFAULT_BACKLOG_REPLICAS: Option<u32> = None;
 /// since the fifth round, chosen with `backstop=growing` on the training scenarios (section 11);
 /// alone, a guide trigger on the remaining queue asked for the withdrawn replicas again.
 pub const DEFAULT_SETTLE: bool = true;
+/// Start-up times a passed burst's capacity is held by default (0: not held beyond the release).
+pub const DEFAULT_HOLD_STARTUPS: f64 = 0.0;
 /// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
@@ -181,15 +191,16 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `release=S` (seconds before a surplus of half the fleet is released, at least the start-up
 /// time in use; 0 for none),
 /// `rise=S` (window of the recent slope that caps the trend, seconds, 0 for none),
-/// `backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number)
-/// and `settle=on|off` (once the ready replicas cover the demand, the backlog drains on them
-/// and starting replicas beyond the need are withdrawn at once).
+/// `backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number),
+/// `settle=on|off` (once the ready replicas cover the demand, the backlog drains on them
+/// and starting replicas beyond the need are withdrawn at once) and `hold=K` (start-up times
+/// a passed burst's capacity is held, 0 for none).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0) and `; settle=on|off`";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off` and `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -241,7 +252,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     };
                     continue;
                 }
-                let zero_ok = matches!(k, "peak" | "drain" | "trend" | "release" | "rise");
+                let zero_ok = matches!(k, "peak" | "drain" | "trend" | "release" | "rise" | "hold");
                 let x: f64 = v
                     .parse()
                     .ok()
@@ -263,6 +274,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "trend" if x <= 1.0 => c.trend_weight = x,
                     "release" if x <= 86_400.0 => c.release_seconds = x,
                     "rise" if x <= 86_400.0 => c.rise_seconds = x,
+                    "hold" if x <= 100.0 => c.hold_startups = x,
                     _ => {
                         return Err(format!(
                             "{part:?}: unknown setting or out of range; {expected}"
@@ -292,6 +304,8 @@ pub struct Proactive {
     startup_learned: Option<f64>,
     /// Needs at the horizon over the calm period: (when, replicas).
     needs: VecDeque<(Duration, u32)>,
+    /// The demand's own needs (without the backlog) over the hold (`hold=K` start-ups).
+    own_needs: VecDeque<(Duration, u32)>,
     /// Ready replicas over the rate window: (when, ready).
     ready_seen: VecDeque<(Duration, u32)>,
     /// Since when the need has stayed below the level with no trigger.
@@ -326,6 +340,7 @@ impl Proactive {
             pending_ask: None,
             startup_learned: None,
             needs: VecDeque::new(),
+            own_needs: VecDeque::new(),
             ready_seen: VecDeque::new(),
             below_since: None,
             last_down: None,
@@ -454,6 +469,18 @@ impl Proactive {
         let own_need = replicas_for(fc.at_horizon, per, c);
         let sized_need = replicas_for(fc.at_horizon + backlog, per, c);
         let settled = self.config.settle && sized_need > own_need && ready >= own_need;
+        // `hold=K`: the highest need of the demand alone (as it was, without the trend and the
+        // backlog) within the last K start-ups, at which a burst's surplus is held.
+        let hold = horizon.mul_f64(self.config.hold_startups);
+        let held = if hold.is_zero() {
+            self.own_needs.clear();
+            None
+        } else {
+            self.own_needs
+                .push_back((now, replicas_for(fc.now, per, c)));
+            prune(&mut self.own_needs, now, hold);
+            self.own_needs.iter().map(|n| n.1).max()
+        };
         let capped = self
             .config
             .backlog_replicas
@@ -606,7 +633,22 @@ impl Proactive {
             let release = if set_release.is_zero() {
                 set_release
             } else {
-                set_release.max(startup)
+                set_release.max(startup).max(hold)
+            };
+            // While the hold lasts, a surplus of at least half the fleet (a burst that has
+            // passed) goes no lower than the highest need the demand alone asked for within it.
+            let held_at = |to: u32| match held {
+                Some(h) if calm_for < hold && to.saturating_mul(2) <= prev => Some(h.max(to)),
+                _ => None,
+            };
+            let held_for = |h: u32| {
+                format!(
+                    "the capacity of a burst that has passed is held at {h}, the highest need of the demand alone within the last {} ({} start-up times of {}, hold), for {} more",
+                    super::explain::dur(hold),
+                    num(self.config.hold_startups),
+                    super::explain::dur(startup),
+                    super::explain::dur(hold.saturating_sub(calm_for)),
+                )
             };
             // The highest need over the last `release` seconds, looked up only when a release
             // is set and due.
@@ -619,12 +661,43 @@ impl Proactive {
                     .unwrap_or(need)
             };
             if calm_for >= c.scale_down_stabilization && spaced && window_need < prev {
-                level = window_need;
-                self.last_down = Some(now);
-                step = format!(
-                    "need at most {window_need} for {} with no trigger: scale in {prev} -> {level}",
-                    super::explain::dur(calm_for)
-                );
+                match held_at(window_need) {
+                    Some(h) if h >= prev => {
+                        step = format!(
+                            "need at most {window_need} for {} with no trigger; {}",
+                            super::explain::dur(calm_for),
+                            held_for(h)
+                        );
+                    }
+                    Some(h) => {
+                        level = h;
+                        self.last_down = Some(now);
+                        step = format!(
+                            "need at most {window_need} for {} with no trigger; {}: scale in {prev} -> {level}",
+                            super::explain::dur(calm_for),
+                            held_for(h)
+                        );
+                    }
+                    None => {
+                        level = window_need;
+                        self.last_down = Some(now);
+                        let after_hold = if held.is_some() && window_need.saturating_mul(2) <= prev
+                        {
+                            format!(
+                                " (a passed burst's capacity, held {}: {} start-up times of {}, hold)",
+                                super::explain::dur(hold),
+                                num(self.config.hold_startups),
+                                super::explain::dur(startup),
+                            )
+                        } else {
+                            String::new()
+                        };
+                        step = format!(
+                            "need at most {window_need} for {} with no trigger: scale in {prev} -> {level}{after_hold}",
+                            super::explain::dur(calm_for)
+                        );
+                    }
+                }
             } else if let Some(release_need) = (!release.is_zero() && calm_for >= release && spaced)
                 .then(release_need)
                 .filter(|n| n.saturating_mul(2) <= prev)
@@ -640,7 +713,14 @@ impl Proactive {
                 } else {
                     "default"
                 };
-                let after = if set_release >= startup {
+                let after = if !hold.is_zero() && release == hold && hold > set_release {
+                    format!(
+                        "{} (hold: {} start-up times of {})",
+                        super::explain::dur(release),
+                        num(self.config.hold_startups),
+                        super::explain::dur(startup),
+                    )
+                } else if set_release >= startup {
                     format!(
                         "{} (release, no shorter than the {startup_source} start-up time of {})",
                         super::explain::dur(release),

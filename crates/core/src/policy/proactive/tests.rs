@@ -108,6 +108,17 @@ fn the_policy_value_is_read_with_its_settings() {
             .settle
     );
     assert_eq!(
+        parse_policy("proactive; hold=2.5"),
+        Ok(Some(ProactiveConfig {
+            hold_startups: 2.5,
+            ..ProactiveConfig::default()
+        }))
+    );
+    assert_eq!(
+        parse_policy("proactive; hold=0"),
+        Ok(Some(ProactiveConfig::default()))
+    );
+    assert_eq!(
         parse_policy("proactive; release=120; rise=90"),
         Ok(Some(ProactiveConfig {
             release_seconds: 120.0,
@@ -135,6 +146,9 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; backlog=1.5",
         "proactive; backlog=-1",
         "proactive; settle=yes",
+        "proactive; hold=-1",
+        "proactive; hold=101",
+        "proactive; hold=x",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -849,4 +863,60 @@ fn once_the_ready_replicas_cover_the_demand_the_backlog_drains_on_them() {
     let (_, kept) = run("proactive; capacity=10; startup=300; settle=off");
     let last = &kept.last().unwrap().1;
     assert!(last.target_replicas >= 7, "{last:?}");
+}
+
+#[test]
+fn a_passed_bursts_capacity_is_held_for_k_start_ups_then_released() {
+    // Without a hold (the default), the burst's surplus goes after the calm period (the
+    // highest need of the last 300 s, scaled in once that need is 2).
+    let none = burst_then_calm("proactive; capacity=10; startup=300", 1500);
+    let high = none.iter().map(|d| d.1.target_replicas).max().unwrap();
+    assert!(high >= 8, "the burst scaled out: {high}");
+    let back = none
+        .iter()
+        .find(|d| d.0 > 120 && d.1.target_replicas == 2)
+        .expect("back to 2");
+    assert!(back.0 < 700, "{}: {:?}", back.0, back.1);
+
+    // `hold=3`: held three start-ups (900 s) after the need fell, at the highest need the
+    // demand alone asked for (8 for 60 req/s at 8 per replica), then released to the need.
+    let held = burst_then_calm("proactive; capacity=10; startup=300; hold=3", 1500);
+    let at = |t: u64| held.iter().find(|d| d.0 == t).unwrap().1.clone();
+    for t in [500, 800, 1000] {
+        let d = at(t);
+        assert!(d.target_replicas >= 8, "{t}: {d:?}");
+    }
+    let d = at(1000);
+    assert_eq!(d.target_replicas, 8, "{d:?}");
+    assert!(
+        d.explanation
+            .contains("the capacity of a burst that has passed is held at")
+            && d.explanation.contains("(3 start-up times of 300 s, hold)"),
+        "{}",
+        d.explanation
+    );
+    let down = held
+        .iter()
+        .find(|d| d.0 > 120 && d.1.target_replicas == 2)
+        .expect("released after the hold");
+    assert!(
+        (122 + 900..=122 + 900 + 20).contains(&down.0),
+        "{}: {:?}",
+        down.0,
+        down.1
+    );
+    assert_eq!(down.1.reason, Reason::ScaleInCalm);
+    assert!(
+        down.1
+            .explanation
+            .contains("3 start-up times of 300 s, hold"),
+        "{}",
+        down.1.explanation
+    );
+
+    // A slow decline is not a passed burst: 10 replicas whose need falls to 6 (more than half
+    // the fleet) scale in after the calm period with or without a hold.
+    let (t0, d0) = first_down("proactive; capacity=10; startup=300", 48.0);
+    let (t3, d3) = first_down("proactive; capacity=10; startup=300; hold=3", 48.0);
+    assert_eq!((t0, d0.target_replicas), (t3, d3.target_replicas), "{d3:?}");
 }
