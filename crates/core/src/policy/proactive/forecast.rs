@@ -24,6 +24,9 @@ struct Sample {
 #[derive(Debug, Clone, Default)]
 pub struct DemandTracker {
     samples: VecDeque<Sample>,
+    /// When not zero, the in-flight growth is also measured over this last stretch, and the
+    /// demand counts the larger of the two growths (`onset=S`).
+    onset: Duration,
 }
 
 /// What the tracker reports for one decision.
@@ -43,9 +46,38 @@ pub struct Forecast {
 }
 
 impl DemandTracker {
+    /// A tracker that also measures the in-flight growth over the last `onset` (zero: over the
+    /// rate window alone), so a burst's arrivals count within seconds.
+    pub fn with_onset(onset: Duration) -> Self {
+        Self {
+            samples: VecDeque::new(),
+            onset,
+        }
+    }
+
+    /// The in-flight growth per second from the newest sample at least `window` old (or the
+    /// oldest) to `in_flight` at `now`; 0 when that spans less than `least`.
+    fn growth_over(&self, now: Duration, in_flight: f64, window: Duration, least: f64) -> f64 {
+        self.samples
+            .iter()
+            .rev()
+            .find(|s| s.at.saturating_add(window) <= now)
+            .or_else(|| self.samples.front())
+            .map(|s| {
+                let dt = now.saturating_sub(s.at).as_secs_f64();
+                if dt >= least && dt > 0.0 {
+                    (in_flight - s.in_flight) / dt
+                } else {
+                    0.0
+                }
+            })
+            .unwrap_or(0.0)
+    }
+
     /// Records the fleet's finished requests per second and its in-flight requests at `now`,
     /// and returns the arrival estimate: finished plus the in-flight growth over the last
-    /// `window` (the rate window; never negative; none before a sixth of it has passed).
+    /// `window` (the rate window; never negative; none before a sixth of it has passed), or over
+    /// the onset stretch when that growth is larger.
     pub fn observe(
         &mut self,
         now: Duration,
@@ -55,22 +87,22 @@ impl DemandTracker {
     ) -> f64 {
         let finished = finite_or_zero(finished_per_second);
         let in_flight = finite_or_zero(in_flight);
-        let growth = self
-            .samples
-            .iter()
-            .rev()
-            .find(|s| s.at.saturating_add(window) <= now)
-            .or_else(|| self.samples.front())
-            .map(|s| {
-                let dt = now.saturating_sub(s.at).as_secs_f64();
-                if dt >= window.as_secs_f64() / 6.0 {
-                    (in_flight - s.in_flight) / dt
-                } else {
-                    0.0
-                }
-            })
-            .unwrap_or(0.0);
-        let demand = (finished + growth).max(0.0);
+        let growth = self.growth_over(now, in_flight, window, window.as_secs_f64() / 6.0);
+        // The onset stretch counts only while the in-flight requests grow over it: a flat or
+        // draining stretch after a drop would add nothing to a finished rate that still counts
+        // the drained backlog, and the rate window's (negative) growth corrects that.
+        let onset = if self.onset.is_zero() {
+            growth
+        } else {
+            let short =
+                self.growth_over(now, in_flight, self.onset, self.onset.as_secs_f64() / 2.0);
+            if short > 0.0 {
+                growth.max(short)
+            } else {
+                growth
+            }
+        };
+        let demand = (finished + onset).max(0.0);
         self.samples.push_back(Sample {
             at: now,
             in_flight,
@@ -383,6 +415,42 @@ mod tests {
         // Draining never makes demand negative.
         let est = d.observe(s(122), 0.0, 0.0, MINUTE);
         assert_eq!(est, 0.0);
+    }
+
+    #[test]
+    fn with_an_onset_a_bursts_arrivals_count_within_seconds() {
+        // 10 req/s finished with 20 in flight for two minutes, then 40 more arrivals per
+        // second than finish: 10 s into the burst the rate window's growth reads a sixth of
+        // it, the onset stretch (10 s) all of it.
+        let run = |d: &mut DemandTracker| {
+            let mut est = 0.0;
+            for t in (0..=130u64).step_by(2) {
+                let in_flight = 20.0 + 40.0 * t.saturating_sub(120) as f64;
+                est = d.observe(s(t), 10.0, in_flight, MINUTE);
+            }
+            (est, d.growth())
+        };
+        let (plain, plain_growth) = run(&mut DemandTracker::default());
+        let (onset, onset_growth) = run(&mut DemandTracker::with_onset(s(10)));
+        assert!((plain - (10.0 + 400.0 / 60.0)).abs() < 1e-9, "{plain}");
+        assert!((onset - 50.0).abs() < 1e-9, "{onset}");
+        // The rate window's growth is what `growth()` reports either way.
+        assert_eq!(plain_growth, onset_growth);
+        // A falling or flat in-flight count over the onset stretch changes nothing: the rate
+        // window's growth counts then, and a rising one counts when it is larger.
+        let mut d = DemandTracker::with_onset(s(10));
+        let mut p = DemandTracker::default();
+        for t in (0..=130u64).step_by(2) {
+            let in_flight = if t < 110 { 20.0 + t as f64 } else { 60.0 };
+            let (with, without) = (
+                d.observe(s(t), 10.0, in_flight, MINUTE),
+                p.observe(s(t), 10.0, in_flight, MINUTE),
+            );
+            assert!(with >= without, "{t}: {with} < {without}");
+            if t >= 110 {
+                assert_eq!(with, without, "{t}");
+            }
+        }
     }
 
     #[test]

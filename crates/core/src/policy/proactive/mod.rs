@@ -8,7 +8,8 @@
 //!    (`backstop=growing`, the default; `backstop=always`: whenever it fires);
 //! 2. estimates demand ([`forecast`]): arrivals per second = finished requests per second plus
 //!    the growth of waiting and running requests over the last minute, plus the backlog
-//!    (waiting requests) to clear within a minute;
+//!    (waiting requests) to clear within a minute; with `onset=S` the growth over the last S
+//!    seconds counts instead while it is larger and positive;
 //! 3. learns the capacity of one replica within the SLO ([`capacity`]), from the throughput per
 //!    ready replica (once the ready replicas stayed the same for the rate window) while P95 TTFT and ITL stay within their SLOs, probed upwards while they
 //!    stay below half their SLOs under load, corrected down when they break at a lower
@@ -127,6 +128,10 @@ pub struct ProactiveConfig {
     /// the highest need the demand alone asked for within them; 0: released after the calm
     /// period or the release time, as any other surplus.
     pub hold_startups: f64,
+    /// The in-flight growth is also measured over the last this many seconds, and the demand
+    /// counts the larger of the two growths (`onset=S`): arrivals that outrun the fleet are
+    /// seen within S seconds instead of over the rate window; 0: the rate window alone.
+    pub onset_seconds: f64,
 }
 
 impl Default for ProactiveConfig {
@@ -145,6 +150,7 @@ impl Default for ProactiveConfig {
             backlog_replicas: DEFAULT_BACKLOG_REPLICAS,
             settle: DEFAULT_SETTLE,
             hold_startups: DEFAULT_HOLD_STARTUPS,
+            onset_seconds: DEFAULT_ONSET_SECONDS,
         }
     }
 }
@@ -179,6 +185,9 @@ pub const DEFAULT_BACKLOG_REPLICAS: Option<u32> = None;
 pub const DEFAULT_SETTLE: bool = true;
 /// Start-up times a passed burst's capacity is held by default (0: not held beyond the release).
 pub const DEFAULT_HOLD_STARTUPS: f64 = 0.0;
+/// The onset stretch over which the in-flight growth is also measured by default, seconds (0:
+/// the rate window alone).
+pub const DEFAULT_ONSET_SECONDS: f64 = 0.0;
 /// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
@@ -194,13 +203,14 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number),
 /// `settle=on|off` (once the ready replicas cover the demand, the backlog drains on them
 /// and starting replicas beyond the need are withdrawn at once) and `hold=K` (start-up times
-/// a passed burst's capacity is held, 0 for none).
+/// a passed burst's capacity is held, 0 for none) and `onset=S` (seconds over which the
+/// in-flight growth is also measured, 0 for none).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off` and `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100) and `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -252,7 +262,10 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     };
                     continue;
                 }
-                let zero_ok = matches!(k, "peak" | "drain" | "trend" | "release" | "rise" | "hold");
+                let zero_ok = matches!(
+                    k,
+                    "peak" | "drain" | "trend" | "release" | "rise" | "hold" | "onset"
+                );
                 let x: f64 = v
                     .parse()
                     .ok()
@@ -275,6 +288,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "release" if x <= 86_400.0 => c.release_seconds = x,
                     "rise" if x <= 86_400.0 => c.rise_seconds = x,
                     "hold" if x <= 100.0 => c.hold_startups = x,
+                    "onset" if x <= 3_600.0 => c.onset_seconds = x,
                     _ => {
                         return Err(format!(
                             "{part:?}: unknown setting or out of range; {expected}"
@@ -333,8 +347,9 @@ impl Proactive {
     pub fn new(config: ProactiveConfig) -> Self {
         Self {
             capacity: CapacityEstimate::with_prior(config.capacity_per_replica),
+            demand: DemandTracker::with_onset(Duration::from_secs_f64(config.onset_seconds)),
             config,
-            demand: DemandTracker::default(),
+
             floor: PeakFloor::default(),
             recurrence: Recurrence::default(),
             pending_ask: None,

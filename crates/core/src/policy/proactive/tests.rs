@@ -115,6 +115,13 @@ fn the_policy_value_is_read_with_its_settings() {
         }))
     );
     assert_eq!(
+        parse_policy("proactive; onset=15"),
+        Ok(Some(ProactiveConfig {
+            onset_seconds: 15.0,
+            ..ProactiveConfig::default()
+        }))
+    );
+    assert_eq!(
         parse_policy("proactive; hold=0"),
         Ok(Some(ProactiveConfig::default()))
     );
@@ -149,6 +156,8 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; hold=-1",
         "proactive; hold=101",
         "proactive; hold=x",
+        "proactive; onset=-5",
+        "proactive; onset=3601",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
