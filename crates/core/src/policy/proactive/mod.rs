@@ -782,10 +782,9 @@ impl Proactive {
                 "; backlog not sized for: the {ready} ready replicas cover the demand's need of {own_need}, the backlog drains on them (settle; with it {sized_need} replicas)"
             ));
         } else if let Some(cap) = capped {
+            let beyond = cap - own_need;
             numbers.push_str(&format!(
-                "; backlog capped at {} replicas beyond the demand's {own_need} (backlog={}): {sized_need} -> {} replicas",
-                cap - own_need,
-                cap - own_need,
+                "; backlog capped at {beyond} replicas beyond the demand's {own_need} (backlog={beyond}): {sized_need} -> {} replicas",
                 clamp(cap, c),
             ));
         }
