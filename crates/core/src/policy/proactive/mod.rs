@@ -123,6 +123,11 @@ pub struct ProactiveConfig {
     /// and replicas still starting beyond the need are withdrawn at once, without waiting for
     /// the need to stay low for the withdrawal window.
     pub settle: bool,
+    /// With `settle` (`settle=steady`): once settled, the backlog stays unsized for a rate
+    /// window after the last settled decision while the demand's own need is at most one
+    /// replica above the ready ones, so a need one replica higher asks for that replica rather
+    /// than for the backlog's.
+    pub settle_steady: bool,
     /// A surplus of at least half the fleet (the capacity of a burst that has passed) is held
     /// until the need has stayed below the level for this many start-up times (`hold=K`), at
     /// the highest need the demand alone asked for within them; 0: released after the calm
@@ -149,6 +154,7 @@ impl Default for ProactiveConfig {
             rise_seconds: DEFAULT_RISE_SECONDS,
             backlog_replicas: DEFAULT_BACKLOG_REPLICAS,
             settle: DEFAULT_SETTLE,
+            settle_steady: false,
             hold_startups: DEFAULT_HOLD_STARTUPS,
             onset_seconds: DEFAULT_ONSET_SECONDS,
         }
@@ -210,7 +216,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100) and `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100) and `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -225,9 +231,17 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     .split_once('=')
                     .ok_or_else(|| format!("{part:?} is not KEY=VALUE; {expected}"))?;
                 let (k, v) = (k.trim(), v.trim());
+                if k == "settle" && v == "steady" {
+                    c.settle = true;
+                    c.settle_steady = true;
+                    continue;
+                }
                 if let Some(slot) = match k {
                     "periodic" => Some(&mut c.periodic),
-                    "settle" => Some(&mut c.settle),
+                    "settle" => {
+                        c.settle_steady = false;
+                        Some(&mut c.settle)
+                    }
                     _ => None,
                 } {
                     *slot = match v {
@@ -328,6 +342,8 @@ pub struct Proactive {
     last_down: Option<Duration>,
     /// Since when a P95 latency has stayed over its SLO.
     breach_since: Option<Duration>,
+    /// The last decision that left the backlog to the ready replicas (`settle`).
+    settled_at: Option<Duration>,
     /// What the guide's backstop last asked for: the level, the trigger, and the last time its
     /// breach was seen (fired, stabilising, rate-limited, held for starting replicas or at
     /// max). Starting capacity is not withdrawn below that level while the breach is recent.
@@ -360,6 +376,7 @@ impl Proactive {
             below_since: None,
             last_down: None,
             breach_since: None,
+            settled_at: None,
             backstop: None,
         }
     }
@@ -483,7 +500,17 @@ impl Proactive {
         // (`settle=on`: the backlog then drains on the ready fleet).
         let own_need = replicas_for(fc.at_horizon, per, c);
         let sized_need = replicas_for(fc.at_horizon + backlog, per, c);
-        let settled = self.config.settle && sized_need > own_need && ready >= own_need;
+        // `settle=steady`: settled a rate window ago or less, a need one replica above the
+        // ready ones stays settled.
+        let steady = self.config.settle_steady
+            && self
+                .settled_at
+                .is_some_and(|t| t.saturating_add(w.withdraw_after) >= now)
+            && ready.saturating_add(1) >= own_need;
+        let settled = self.config.settle && sized_need > own_need && (ready >= own_need || steady);
+        if settled {
+            self.settled_at = Some(now);
+        }
         // `hold=K`: the highest need of the demand alone (as it was, without the trend and the
         // backlog) within the last K start-ups, at which a burst's surplus is held.
         let hold = horizon.mul_f64(self.config.hold_startups);
@@ -777,7 +804,11 @@ impl Proactive {
             demand_need,
             self.startup_learned.is_some() || self.config.startup_seconds.is_some(),
         );
-        if settled {
+        if settled && ready < own_need {
+            numbers.push_str(&format!(
+                "; backlog not sized for: the demand's need of {own_need} is one replica above the {ready} ready, within a rate window of settling (settle=steady; with the backlog {sized_need} replicas)"
+            ));
+        } else if settled {
             numbers.push_str(&format!(
                 "; backlog not sized for: the {ready} ready replicas cover the demand's need of {own_need}, the backlog drains on them (settle; with it {sized_need} replicas)"
             ));

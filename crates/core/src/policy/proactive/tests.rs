@@ -929,3 +929,54 @@ fn a_passed_bursts_capacity_is_held_for_k_start_ups_then_released() {
     let (t3, d3) = first_down("proactive; capacity=10; startup=300; hold=3", 48.0);
     assert_eq!((t0, d0.target_replicas), (t3, d3.target_replicas), "{d3:?}");
 }
+
+#[test]
+fn a_steady_settle_asks_for_one_more_replica_not_for_the_backlog_again() {
+    // As above: 4 ready cover the demand (30 req/s) at 500 s and the backlog's replicas are
+    // withdrawn; at 510 s the demand reads 35 req/s, one replica more than the ready 4.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        for t in (0..=60).step_by(2) {
+            r.at(t, &fleet(2, 10.0, 20.0));
+        }
+        for t in (62..=80).step_by(2) {
+            r.at(t, &saturated(t, 60));
+        }
+        let mut decisions = Vec::new();
+        for t in (82..=600).step_by(2) {
+            let ready = if t < 500 { 3 } else { 4 };
+            let rps = if t < 510 { 30.0 } else { 35.0 };
+            let mut s = fleet(ready, rps, 40.0);
+            s.fleet.queue_depth = 1200.0;
+            decisions.push((t, r.at(t, &s)));
+        }
+        decisions
+    };
+    let at = |d: &[(u64, Decision)], t: u64| d.iter().find(|x| x.0 == t).unwrap().1.clone();
+    let on = run("proactive; capacity=10; startup=300; settle=on");
+    let steady = run("proactive; capacity=10; startup=300; settle=steady");
+    // Both withdraw to the ready 4 at 500 s.
+    assert_eq!(at(&on, 500).target_replicas, 4);
+    assert_eq!(at(&steady, 500).target_replicas, 4);
+    // `settle=on` sizes for the backlog again as soon as the need passes the ready replicas;
+    // `settle=steady` asks for the one replica the demand needs.
+    let jumped = at(&on, 510);
+    assert!(jumped.target_replicas >= 7, "{jumped:?}");
+    let one_more = at(&steady, 510);
+    assert_eq!(one_more.target_replicas, 5, "{one_more:?}");
+    assert!(
+        one_more.explanation.contains(
+            "backlog not sized for: the demand's need of 5 is one replica above the 4 ready, within a rate window of settling (settle=steady"
+        ),
+        "{}",
+        one_more.explanation
+    );
+    // The setting reads back as `settle` on, steadied; `settle=on` after it turns the steadying
+    // off again.
+    let c = parse_policy("proactive; settle=steady").unwrap().unwrap();
+    assert!(c.settle && c.settle_steady);
+    let c = parse_policy("proactive; settle=steady; settle=on")
+        .unwrap()
+        .unwrap();
+    assert!(c.settle && !c.settle_steady);
+}
