@@ -128,6 +128,10 @@ pub struct ProactiveConfig {
     /// replica above the ready ones, so a need one replica higher asks for that replica rather
     /// than for the backlog's.
     pub settle_steady: bool,
+    /// With `settle_steady` (`settle=band`): replicas still starting are withdrawn only once
+    /// the need has stayed at or below the ready replicas for the withdrawal window, not at
+    /// once.
+    pub settle_band: bool,
     /// A surplus of at least half the fleet (the capacity of a burst that has passed) is held
     /// until the need has stayed below the level for this many start-up times (`hold=K`), at
     /// the highest need the demand alone asked for within them; 0: released after the calm
@@ -155,6 +159,7 @@ impl Default for ProactiveConfig {
             backlog_replicas: DEFAULT_BACKLOG_REPLICAS,
             settle: DEFAULT_SETTLE,
             settle_steady: false,
+            settle_band: false,
             hold_startups: DEFAULT_HOLD_STARTUPS,
             onset_seconds: DEFAULT_ONSET_SECONDS,
         }
@@ -216,7 +221,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100) and `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100) and `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -231,15 +236,17 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     .split_once('=')
                     .ok_or_else(|| format!("{part:?} is not KEY=VALUE; {expected}"))?;
                 let (k, v) = (k.trim(), v.trim());
-                if k == "settle" && v == "steady" {
+                if k == "settle" && (v == "steady" || v == "band") {
                     c.settle = true;
                     c.settle_steady = true;
+                    c.settle_band = v == "band";
                     continue;
                 }
                 if let Some(slot) = match k {
                     "periodic" => Some(&mut c.periodic),
                     "settle" => {
                         c.settle_steady = false;
+                        c.settle_band = false;
                         Some(&mut c.settle)
                     }
                     _ => None,
@@ -558,7 +565,7 @@ impl Proactive {
         // With the backlog left to the ready fleet (`settle=on`), starting capacity beyond
         // the need is withdrawn at once; otherwise the need must stay below it for the
         // withdrawal window.
-        let settled_now = settled && need <= ready;
+        let settled_now = settled && need <= ready && !self.config.settle_band;
         let recent_need = if settled_now {
             need
         } else {
@@ -806,7 +813,12 @@ impl Proactive {
         );
         if settled && ready < own_need {
             numbers.push_str(&format!(
-                "; backlog not sized for: the demand's need of {own_need} is one replica above the {ready} ready, within a rate window of settling (settle=steady; with the backlog {sized_need} replicas)"
+                "; backlog not sized for: the demand's need of {own_need} is one replica above the {ready} ready, within a rate window of settling (settle={}; with the backlog {sized_need} replicas)",
+                if self.config.settle_band {
+                    "band"
+                } else {
+                    "steady"
+                }
             ));
         } else if settled {
             numbers.push_str(&format!(

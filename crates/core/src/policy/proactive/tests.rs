@@ -980,3 +980,59 @@ fn a_steady_settle_asks_for_one_more_replica_not_for_the_backlog_again() {
         .unwrap();
     assert!(c.settle && !c.settle_steady);
 }
+
+#[test]
+fn a_banded_settle_withdraws_starting_replicas_only_after_a_rate_window() {
+    // As above, and at 520 s the demand reads 30 req/s again. `settle=steady` withdraws at
+    // once (to the ready 4 at 500 s, one more at 510 s, back to 4 at 520 s); `settle=band`
+    // keeps replicas still starting until the need has stayed at the ready 4 for a rate
+    // window (60 s after the last higher need, at 519 s), then withdraws them.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        for t in (0..=60).step_by(2) {
+            r.at(t, &fleet(2, 10.0, 20.0));
+        }
+        for t in (62..=80).step_by(2) {
+            r.at(t, &saturated(t, 60));
+        }
+        let mut decisions = Vec::new();
+        for t in (82..=700).step_by(2) {
+            let ready = if t < 500 { 3 } else { 4 };
+            let rps = if (510..520).contains(&t) { 35.0 } else { 30.0 };
+            let mut s = fleet(ready, rps, 40.0);
+            s.fleet.queue_depth = 1200.0;
+            decisions.push((t, r.at(t, &s)));
+        }
+        decisions
+    };
+    let at = |d: &[(u64, Decision)], t: u64| d.iter().find(|x| x.0 == t).unwrap().1.clone();
+    let steady = run("proactive; capacity=10; startup=300; settle=steady");
+    let band = run("proactive; capacity=10; startup=300; settle=band");
+    let targets = |d: &[(u64, Decision)], ts: &[u64]| {
+        ts.iter()
+            .map(|t| at(d, *t).target_replicas)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(targets(&steady, &[500, 510, 520]), [4, 5, 4]);
+    let kept = at(&band, 540);
+    assert!(kept.target_replicas >= 5, "{kept:?}");
+    assert!(
+        at(&band, 510).explanation.contains("(settle=band;"),
+        "{:?}",
+        at(&band, 510)
+    );
+    let (t, d) = band
+        .iter()
+        .find(|(t, d)| *t > 500 && d.target_replicas == 4)
+        .expect("withdrawn after the window");
+    assert!((578..=600).contains(t), "{t}: {d:?}");
+    // Between 500 s and then the target only falls: no step up and down again.
+    let span: Vec<u32> = band
+        .iter()
+        .filter(|(x, _)| (500..=*t).contains(x))
+        .map(|(_, d)| d.target_replicas)
+        .collect();
+    assert!(span.windows(2).all(|w| w[1] <= w[0]), "{span:?}");
+    let c = parse_policy("proactive; settle=band").unwrap().unwrap();
+    assert!(c.settle && c.settle_steady && c.settle_band);
+}
