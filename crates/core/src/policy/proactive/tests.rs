@@ -930,29 +930,36 @@ fn a_passed_bursts_capacity_is_held_for_k_start_ups_then_released() {
     assert_eq!((t0, d0.target_replicas), (t3, d3.target_replicas), "{d3:?}");
 }
 
+/// After a burst: 3 ready replicas serving 30 req/s with a standing backlog of 1200 from 82 s,
+/// a fourth ready at 500 s, arrivals `rps(t)` from then; every decision from 82 s to 700 s.
+fn settle_run(metadata: &str, rps: fn(u64) -> f64) -> Vec<(u64, Decision)> {
+    let mut r = Run::new(metadata, 2);
+    for t in (0..=60).step_by(2) {
+        r.at(t, &fleet(2, 10.0, 20.0));
+    }
+    for t in (62..=80).step_by(2) {
+        r.at(t, &saturated(t, 60));
+    }
+    let mut decisions = Vec::new();
+    for t in (82..=700).step_by(2) {
+        let ready = if t < 500 { 3 } else { 4 };
+        let mut s = fleet(ready, if t < 500 { 30.0 } else { rps(t) }, 40.0);
+        s.fleet.queue_depth = 1200.0;
+        decisions.push((t, r.at(t, &s)));
+    }
+    decisions
+}
+
+fn decision_at(d: &[(u64, Decision)], t: u64) -> Decision {
+    d.iter().find(|x| x.0 == t).unwrap().1.clone()
+}
+
 #[test]
 fn a_steady_settle_asks_for_one_more_replica_not_for_the_backlog_again() {
     // As above: 4 ready cover the demand (30 req/s) at 500 s and the backlog's replicas are
     // withdrawn; at 510 s the demand reads 35 req/s, one replica more than the ready 4.
-    let run = |metadata: &str| {
-        let mut r = Run::new(metadata, 2);
-        for t in (0..=60).step_by(2) {
-            r.at(t, &fleet(2, 10.0, 20.0));
-        }
-        for t in (62..=80).step_by(2) {
-            r.at(t, &saturated(t, 60));
-        }
-        let mut decisions = Vec::new();
-        for t in (82..=600).step_by(2) {
-            let ready = if t < 500 { 3 } else { 4 };
-            let rps = if t < 510 { 30.0 } else { 35.0 };
-            let mut s = fleet(ready, rps, 40.0);
-            s.fleet.queue_depth = 1200.0;
-            decisions.push((t, r.at(t, &s)));
-        }
-        decisions
-    };
-    let at = |d: &[(u64, Decision)], t: u64| d.iter().find(|x| x.0 == t).unwrap().1.clone();
+    let run = |metadata: &str| settle_run(metadata, |t| if t < 510 { 30.0 } else { 35.0 });
+    let at = decision_at;
     let on = run("proactive; capacity=10; startup=300; settle=on");
     let steady = run("proactive; capacity=10; startup=300; settle=steady");
     // Both withdraw to the ready 4 at 500 s.
@@ -988,24 +995,14 @@ fn a_banded_settle_withdraws_starting_replicas_only_after_a_rate_window() {
     // keeps replicas still starting until the need has stayed at the ready 4 for a rate
     // window (60 s after the last higher need, at 519 s), then withdraws them.
     let run = |metadata: &str| {
-        let mut r = Run::new(metadata, 2);
-        for t in (0..=60).step_by(2) {
-            r.at(t, &fleet(2, 10.0, 20.0));
-        }
-        for t in (62..=80).step_by(2) {
-            r.at(t, &saturated(t, 60));
-        }
-        let mut decisions = Vec::new();
-        for t in (82..=700).step_by(2) {
-            let ready = if t < 500 { 3 } else { 4 };
-            let rps = if (510..520).contains(&t) { 35.0 } else { 30.0 };
-            let mut s = fleet(ready, rps, 40.0);
-            s.fleet.queue_depth = 1200.0;
-            decisions.push((t, r.at(t, &s)));
-        }
-        decisions
+        settle_run(
+            metadata,
+            |t| {
+                if (510..520).contains(&t) { 35.0 } else { 30.0 }
+            },
+        )
     };
-    let at = |d: &[(u64, Decision)], t: u64| d.iter().find(|x| x.0 == t).unwrap().1.clone();
+    let at = decision_at;
     let steady = run("proactive; capacity=10; startup=300; settle=steady");
     let band = run("proactive; capacity=10; startup=300; settle=band");
     let targets = |d: &[(u64, Decision)], ts: &[u64]| {
