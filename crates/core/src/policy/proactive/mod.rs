@@ -212,10 +212,11 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// time in use; 0 for none),
 /// `rise=S` (window of the recent slope that caps the trend, seconds, 0 for none),
 /// `backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number),
-/// `settle=on|off` (once the ready replicas cover the demand, the backlog drains on them
-/// and starting replicas beyond the need are withdrawn at once) and `hold=K` (start-up times
-/// a passed burst's capacity is held, 0 for none) and `onset=S` (seconds over which the
-/// in-flight growth is also measured, 0 for none).
+/// `settle=on|off|steady|band` (once the ready replicas cover the demand, the backlog drains
+/// on them and starting replicas beyond the need are withdrawn at once; `steady` and `band`
+/// steady that, see [`ProactiveConfig::settle_steady`] and [`ProactiveConfig::settle_band`]),
+/// `hold=K` (start-up times a passed burst's capacity is held, 0 for none) and `onset=S`
+/// (seconds over which the in-flight growth is also measured, 0 for none).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
@@ -372,7 +373,6 @@ impl Proactive {
             capacity: CapacityEstimate::with_prior(config.capacity_per_replica),
             demand: DemandTracker::with_onset(Duration::from_secs_f64(config.onset_seconds)),
             config,
-
             floor: PeakFloor::default(),
             recurrence: Recurrence::default(),
             pending_ask: None,
