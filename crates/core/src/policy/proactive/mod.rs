@@ -118,20 +118,9 @@ pub struct ProactiveConfig {
     /// backlog (`backlog=K`; unset: as many as the drain time asks for). Replicas take a
     /// start-up to come, while a burst's backlog is mostly served or timed out by then.
     pub backlog_replicas: Option<u32>,
-    /// Once the ready replicas cover the demand's need without the backlog term
-    /// (`settle=on`), the backlog is left to drain on the ready fleet: it is not sized for,
-    /// and replicas still starting beyond the need are withdrawn at once, without waiting for
-    /// the need to stay low for the withdrawal window.
-    pub settle: bool,
-    /// With `settle` (`settle=steady`): once settled, the backlog stays unsized for a rate
-    /// window after the last settled decision while the demand's own need is at most one
-    /// replica above the ready ones, so a need one replica higher asks for that replica rather
-    /// than for the backlog's.
-    pub settle_steady: bool,
-    /// With `settle_steady` (`settle=band`): replicas still starting are withdrawn only once
-    /// the need has stayed at or below the ready replicas for the withdrawal window, not at
-    /// once.
-    pub settle_band: bool,
+    /// Whether the backlog is left to drain on the ready fleet once it covers the demand's
+    /// own need (`settle=on|off|steady|band`, see [`Settle`]).
+    pub settle: Settle,
     /// A surplus of at least half the fleet (the capacity of a burst that has passed) is held
     /// until the need has stayed below the level for this many start-up times (`hold=K`), at
     /// the highest need the demand alone asked for within them; 0: released after the calm
@@ -141,6 +130,47 @@ pub struct ProactiveConfig {
     /// counts the larger of the two growths (`onset=S`): arrivals that outrun the fleet are
     /// seen within S seconds instead of over the rate window; 0: the rate window alone.
     pub onset_seconds: f64,
+}
+
+/// What happens to the backlog once the ready replicas cover the demand's need without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Settle {
+    /// The backlog is sized for as long as it stands (`settle=off`).
+    Off,
+    /// The backlog is left to drain on the ready fleet: it is not sized for, and replicas
+    /// still starting beyond the need are withdrawn at once, without waiting for the need to
+    /// stay low for the withdrawal window (`settle=on`).
+    On,
+    /// As `On`, and for a rate window after the last settled decision a need at most one
+    /// replica above the ready ones stays settled: it asks for that replica rather than for
+    /// the backlog's (`settle=steady`).
+    Steady,
+    /// As `Steady`, and replicas still starting are withdrawn only once the need has stayed at
+    /// or below the ready ones for the withdrawal window, not at once (`settle=band`).
+    Band,
+}
+
+impl Settle {
+    /// Whether the backlog is left to the ready fleet at all.
+    pub fn is_on(self) -> bool {
+        self != Self::Off
+    }
+
+    /// Whether a need one replica above the ready ones stays settled for a rate window.
+    fn steady(self) -> bool {
+        matches!(self, Self::Steady | Self::Band)
+    }
+
+    /// The setting's value as written in the metadata.
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::On => "on",
+            Self::Steady => "steady",
+            Self::Band => "band",
+        }
+    }
 }
 
 impl Default for ProactiveConfig {
@@ -158,8 +188,6 @@ impl Default for ProactiveConfig {
             rise_seconds: DEFAULT_RISE_SECONDS,
             backlog_replicas: DEFAULT_BACKLOG_REPLICAS,
             settle: DEFAULT_SETTLE,
-            settle_steady: false,
-            settle_band: false,
             hold_startups: DEFAULT_HOLD_STARTUPS,
             onset_seconds: DEFAULT_ONSET_SECONDS,
         }
@@ -193,7 +221,7 @@ pub const DEFAULT_BACKLOG_REPLICAS: Option<u32> = None;
 /// Whether the backlog is left to the ready fleet once it covers the demand, by default: on
 /// since the fifth round, chosen with `backstop=growing` on the training scenarios (section 11);
 /// alone, a guide trigger on the remaining queue asked for the withdrawn replicas again.
-pub const DEFAULT_SETTLE: bool = true;
+pub const DEFAULT_SETTLE: Settle = Settle::On;
 /// Start-up times a passed burst's capacity is held by default (0: not held beyond the release).
 pub const DEFAULT_HOLD_STARTUPS: f64 = 0.0;
 /// The onset stretch over which the in-flight growth is also measured by default, seconds (0:
@@ -214,7 +242,7 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number),
 /// `settle=on|off|steady|band` (once the ready replicas cover the demand, the backlog drains
 /// on them and starting replicas beyond the need are withdrawn at once; `steady` and `band`
-/// steady that, see [`ProactiveConfig::settle_steady`] and [`ProactiveConfig::settle_band`]),
+/// steady that, see [`Settle`]),
 /// `hold=K` (start-up times a passed burst's capacity is held, 0 for none) and `onset=S`
 /// (seconds over which the in-flight growth is also measured, 0 for none).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
@@ -237,26 +265,21 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     .split_once('=')
                     .ok_or_else(|| format!("{part:?} is not KEY=VALUE; {expected}"))?;
                 let (k, v) = (k.trim(), v.trim());
-                if k == "settle" && (v == "steady" || v == "band") {
-                    c.settle = true;
-                    c.settle_steady = true;
-                    c.settle_band = v == "band";
-                    continue;
-                }
-                if let Some(slot) = match k {
-                    "periodic" => Some(&mut c.periodic),
-                    "settle" => {
-                        c.settle_steady = false;
-                        c.settle_band = false;
-                        Some(&mut c.settle)
-                    }
-                    _ => None,
-                } {
-                    *slot = match v {
+                if k == "periodic" {
+                    c.periodic = match v {
                         "on" => true,
                         "off" => false,
                         _ => return Err(format!("{k}={v:?} is not `on` or `off`; {expected}")),
                     };
+                    continue;
+                }
+                if k == "settle" {
+                    c.settle = [Settle::Off, Settle::On, Settle::Steady, Settle::Band]
+                        .into_iter()
+                        .find(|s| s.as_str() == v)
+                        .ok_or_else(|| {
+                            format!("{k}={v:?} is not `on`, `off`, `steady` or `band`; {expected}")
+                        })?;
                     continue;
                 }
                 if k == "backlog" {
@@ -509,12 +532,13 @@ impl Proactive {
         let sized_need = replicas_for(fc.at_horizon + backlog, per, c);
         // `settle=steady`: settled a rate window ago or less, a need one replica above the
         // ready ones stays settled.
-        let steady = self.config.settle_steady
+        let steady = self.config.settle.steady()
             && self
                 .settled_at
                 .is_some_and(|t| t.saturating_add(w.withdraw_after) >= now)
             && ready.saturating_add(1) >= own_need;
-        let settled = self.config.settle && sized_need > own_need && (ready >= own_need || steady);
+        let settled =
+            self.config.settle.is_on() && sized_need > own_need && (ready >= own_need || steady);
         if settled {
             self.settled_at = Some(now);
         }
@@ -565,7 +589,7 @@ impl Proactive {
         // With the backlog left to the ready fleet (`settle=on`), starting capacity beyond
         // the need is withdrawn at once; otherwise the need must stay below it for the
         // withdrawal window.
-        let settled_now = settled && need <= ready && !self.config.settle_band;
+        let settled_now = settled && need <= ready && self.config.settle != Settle::Band;
         let recent_need = if settled_now {
             need
         } else {
@@ -690,12 +714,19 @@ impl Proactive {
                 Some(h) if calm_for < hold && to.saturating_mul(2) <= prev => Some(h.max(to)),
                 _ => None,
             };
-            let held_for = |h: u32| {
+            // `hold=K`, in words: "900 s (3 start-up times of 300 s, hold)".
+            let hold_words = || {
                 format!(
-                    "the capacity of a burst that has passed is held at {h}, the highest need of the demand alone within the last {} ({} start-up times of {}, hold), for {} more",
+                    "{} ({} start-up times of {}, hold)",
                     super::explain::dur(hold),
                     num(self.config.hold_startups),
                     super::explain::dur(startup),
+                )
+            };
+            let held_for = |h: u32| {
+                format!(
+                    "the capacity of a burst that has passed is held at {h}, the highest need of the demand alone within the last {}, for {} more",
+                    hold_words(),
                     super::explain::dur(hold.saturating_sub(calm_for)),
                 )
             };
@@ -732,12 +763,7 @@ impl Proactive {
                         self.last_down = Some(now);
                         let after_hold = if held.is_some() && window_need.saturating_mul(2) <= prev
                         {
-                            format!(
-                                " (a passed burst's capacity, held {}: {} start-up times of {}, hold)",
-                                super::explain::dur(hold),
-                                num(self.config.hold_startups),
-                                super::explain::dur(startup),
-                            )
+                            format!(" (a passed burst's capacity, held {})", hold_words())
                         } else {
                             String::new()
                         };
@@ -763,12 +789,7 @@ impl Proactive {
                     "default"
                 };
                 let after = if !hold.is_zero() && release == hold && hold > set_release {
-                    format!(
-                        "{} (hold: {} start-up times of {})",
-                        super::explain::dur(release),
-                        num(self.config.hold_startups),
-                        super::explain::dur(startup),
-                    )
+                    hold_words()
                 } else if set_release >= startup {
                     format!(
                         "{} (release, no shorter than the {startup_source} start-up time of {})",
@@ -814,11 +835,7 @@ impl Proactive {
         if settled && ready < own_need {
             numbers.push_str(&format!(
                 "; backlog not sized for: the demand's need of {own_need} is one replica above the {ready} ready, within a rate window of settling (settle={}; with the backlog {sized_need} replicas)",
-                if self.config.settle_band {
-                    "band"
-                } else {
-                    "steady"
-                }
+                self.config.settle.as_str()
             ));
         } else if settled {
             numbers.push_str(&format!(

@@ -97,16 +97,21 @@ fn the_policy_value_is_read_with_its_settings() {
         parse_policy("proactive; backlog=2; settle=on"),
         Ok(Some(ProactiveConfig {
             backlog_replicas: Some(2),
-            settle: true,
+            settle: Settle::On,
             ..ProactiveConfig::default()
         }))
     );
-    assert!(
-        !parse_policy("proactive; settle=off")
+    for (v, settle) in [
+        ("off", Settle::Off),
+        ("on", Settle::On),
+        ("steady", Settle::Steady),
+        ("band", Settle::Band),
+    ] {
+        let c = parse_policy(&format!("proactive; settle={v}"))
             .unwrap()
-            .unwrap()
-            .settle
-    );
+            .unwrap();
+        assert_eq!(c.settle, settle, "{v}");
+    }
     assert_eq!(
         parse_policy("proactive; hold=2.5"),
         Ok(Some(ProactiveConfig {
@@ -981,11 +986,11 @@ fn a_steady_settle_asks_for_one_more_replica_not_for_the_backlog_again() {
     // The setting reads back as `settle` on, steadied; `settle=on` after it turns the steadying
     // off again.
     let c = parse_policy("proactive; settle=steady").unwrap().unwrap();
-    assert!(c.settle && c.settle_steady);
+    assert_eq!(c.settle, Settle::Steady);
     let c = parse_policy("proactive; settle=steady; settle=on")
         .unwrap()
         .unwrap();
-    assert!(c.settle && !c.settle_steady);
+    assert_eq!(c.settle, Settle::On);
 }
 
 #[test]
@@ -1031,5 +1036,5 @@ fn a_banded_settle_withdraws_starting_replicas_only_after_a_rate_window() {
         .collect();
     assert!(span.windows(2).all(|w| w[1] <= w[0]), "{span:?}");
     let c = parse_policy("proactive; settle=band").unwrap().unwrap();
-    assert!(c.settle && c.settle_steady && c.settle_band);
+    assert_eq!(c.settle, Settle::Band);
 }
