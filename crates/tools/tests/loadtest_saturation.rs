@@ -174,6 +174,15 @@ async fn saturation_point_threshold_and_capacity_match_the_known_capacity() {
         let value = line.split('"').nth(1).unwrap();
         metadata.insert(key.to_owned(), value.to_owned());
     }
+    // The proactive policy's prior is the capacity measured at the last healthy step.
+    let policy = snippet
+        .lines()
+        .find(|l| l.trim_start().starts_with("policy:"))
+        .unwrap_or_else(|| panic!("no policy in\n{snippet}"));
+    metadata.insert(
+        "policy".to_owned(),
+        policy.split('"').nth(1).unwrap().to_owned(),
+    );
     let config = vllm_keda_core::config::ScalerConfig::from_metadata(&metadata)
         .unwrap_or_else(|e| panic!("the snippet's SLOs are refused: {e}\n{snippet}"));
     let ttft = config.policy.ttft_slo_seconds.unwrap();
@@ -181,6 +190,17 @@ async fn saturation_point_threshold_and_capacity_match_the_known_capacity() {
     assert!(
         ttft >= 2.0 * client_ttft_p95 && ttft < 2.0 * client_ttft_p95 + 0.1,
         "{snippet}"
+    );
+    let prior = config
+        .policy
+        .proactive
+        .as_ref()
+        .and_then(|p| p.capacity_per_replica)
+        .expect("a capacity prior");
+    let measured = report.verdict.capacity_rps_per_replica.unwrap();
+    assert!(
+        (prior / measured - 1.0).abs() < 1e-3,
+        "{prior} vs {measured}\n{snippet}"
     );
     assert!(!snippet.contains("\n      latencySloSeconds:"), "{snippet}");
     let svg = std::fs::read_to_string(dir.path().join("loadtest.svg")).unwrap();

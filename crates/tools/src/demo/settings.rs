@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::fleet;
 use super::load::{self, SizeLimits, Story};
 use vllm_emulator::EngineConfig;
+use vllm_keda_core::policy::proactive::capacity_setting;
 
 /// The ScaledObject's namespace.
 pub(super) const NAMESPACE: &str = "demo";
@@ -132,13 +133,11 @@ impl Settings {
 
     /// The `policy` metadata: proactive, with one replica's capacity and the start-up time as
     /// priors, so the demo's first minute (shorter than the learning needs) already forecasts.
-    /// The capacity is written with four significant digits, however small: a fixed number of
-    /// decimals would write a slow engine's capacity as 0, which the metadata refuses.
     pub fn policy(&self, capacity_rps: f64) -> String {
         let startup = (self.hpa_sync + self.startup_delay).as_secs_f64();
         format!(
-            "proactive; capacity={}; startup={startup}",
-            significant(capacity_rps, 4)
+            "proactive; {}; startup={startup}",
+            capacity_setting(capacity_rps)
         )
     }
 
@@ -146,15 +145,6 @@ impl Settings {
     pub fn mode(&self) -> &'static str {
         if self.quick { "quick" } else { "full" }
     }
-}
-
-/// `x` with `digits` significant digits, in plain decimal notation (as the metadata reads it).
-fn significant(x: f64, digits: i32) -> String {
-    if !(x.is_finite() && x > 0.0) {
-        return format!("{x}");
-    }
-    let decimals = (digits - 1 - x.log10().floor() as i32).max(0) as usize;
-    format!("{x:.decimals$}")
 }
 
 /// The `settings` object of `summary.json`.
@@ -267,28 +257,4 @@ pub(super) fn print_intro(
         m("scaleDownStabilizationSeconds"),
     );
     println!();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::significant;
-    use vllm_keda_core::policy::proactive::parse_policy;
-
-    #[test]
-    fn a_capacity_prior_keeps_four_significant_digits_however_small() {
-        for (x, text) in [
-            (1.421_347, "1.421"),
-            (25.0, "25.00"),
-            (1234.5, "1234"),
-            (0.000_142_13, "0.0001421"),
-        ] {
-            let written = significant(x, 4);
-            assert_eq!(written, text);
-            let policy = parse_policy(&format!("proactive; capacity={written}"))
-                .expect("the metadata reads it")
-                .expect("proactive");
-            let read = policy.capacity_per_replica.expect("a capacity prior");
-            assert!((read / x - 1.0).abs() < 1e-3, "{x} written as {written}");
-        }
-    }
 }

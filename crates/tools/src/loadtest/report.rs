@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::monitor::MonitorSample;
 use super::verdict::{Percentiles, StepResult, Verdict, VerdictSettings};
 use crate::plot::{Axis, Chart, Series, stack};
+use vllm_keda_core::policy::proactive::capacity_setting;
 
 /// Everything a load test produced.
 #[derive(Debug, Clone, Serialize)]
@@ -215,6 +216,24 @@ pub fn scaledobject_snippet(report: &LoadtestReport) -> String {
     let _ = writeln!(out, "    metadata:");
     let _ = writeln!(out, "      scalerAddress: {}", report.scaler_address);
     let _ = writeln!(out, "      model: {:?}", report.model);
+    // The proactive policy starts from this capacity instead of learning it from the fleet
+    // first; the start-up time is not measured here and stays learned.
+    match v.capacity_rps_per_replica {
+        Some(c) => {
+            let _ = writeln!(
+                out,
+                "      policy: \"proactive; {}\"  # prior: one replica's capacity at the last healthy step, for these request sizes ({}); the start-up time is learned",
+                capacity_setting(c),
+                report.shape
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "      # policy: proactive, its capacity learned from the fleet (no healthy step measured a prior)"
+            );
+        }
+    }
     match v.queue_depth_per_replica {
         Some(n) => {
             let _ = writeln!(out, "      queueDepthPerReplica: \"{n}\"");

@@ -347,6 +347,18 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     }
 }
 
+/// The `capacity=R` setting for a measured capacity of one replica (requests per second within
+/// the SLO), as [`parse_policy`] reads it back: four significant digits however small, since a
+/// fixed number of decimals would write a slow engine's capacity as 0, which it refuses.
+pub fn capacity_setting(capacity_rps: f64) -> String {
+    let x = capacity_rps;
+    if !(x.is_finite() && x > 0.0) {
+        return format!("capacity={x}");
+    }
+    let decimals = (3 - x.log10().floor() as i32).max(0) as usize;
+    format!("capacity={x:.decimals$}")
+}
+
 /// The proactive policy of one ScaledObject: its settings and what it has learned.
 #[derive(Debug, Clone)]
 pub struct Proactive {

@@ -170,6 +170,24 @@ fn the_policy_value_is_read_with_its_settings() {
 }
 
 #[test]
+fn a_measured_capacity_is_written_as_a_setting_the_parser_reads_back() {
+    for (x, text) in [
+        (1.421_347, "capacity=1.421"),
+        (25.0, "capacity=25.00"),
+        (1234.5, "capacity=1234"),
+        (0.000_142_13, "capacity=0.0001421"),
+    ] {
+        let written = capacity_setting(x);
+        assert_eq!(written, text);
+        let policy = parse_policy(&format!("proactive; {written}"))
+            .expect("the metadata reads it")
+            .expect("proactive");
+        let read = policy.capacity_per_replica.expect("a capacity prior");
+        assert!((read / x - 1.0).abs() < 1e-3, "{x} written as {written}");
+    }
+}
+
+#[test]
 fn a_rising_trend_scales_up_before_any_latency_breaks() {
     // 10 req/s per replica at the SLO, sized at 80 %: 8 req/s per replica.
     let mut r = Run::new("proactive; capacity=10; startup=300", 2);
