@@ -167,7 +167,10 @@ pub fn parse_rps_range(text: &str) -> anyhow::Result<Vec<f64>> {
         count <= 1000,
         "--rps-range {text:?}: {count} steps is too many (at most 1000)"
     );
-    Ok((0..count).map(|k| from + k as f64 * step).collect())
+    // Rounded to a billionth, so 0.2:1.6:0.2 offers 0.6 req/s, not 0.6000000000000001.
+    Ok((0..count)
+        .map(|k| ((from + k as f64 * step) * 1e9).round() / 1e9)
+        .collect())
 }
 
 /// The base URL: trimmed, without a trailing slash, http(s) only.
@@ -305,6 +308,11 @@ mod tests {
             vec![10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0]
         );
         assert_eq!(parse_rps_range("0.5:1.5:0.5").unwrap(), vec![0.5, 1.0, 1.5]);
+        // A decimal step adds up exactly as written, as the tables print the rates.
+        assert_eq!(
+            parse_rps_range("0.2:1.6:0.2").unwrap(),
+            vec![0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6]
+        );
         for bad in ["10:70", "70:10:10", "10:70:0", "a:b:c", "0:10:1"] {
             assert!(
                 parse_rps_range(bad)
