@@ -533,7 +533,10 @@ impl Deregister {
             other.key.same_scaledobject(&so.key.namespace, &so.key.name)
                 && other.key != so.key
                 && !other.is_stopped()
-                && other.started_millis > asked
+                // In the same millisecond counts as after: the clock reads whole milliseconds,
+                // and on loopback a new trigger's loop can start within the millisecond of
+                // the old one's last ask (which then never stopped).
+                && other.started_millis >= asked
         })
     }
 
