@@ -1008,7 +1008,8 @@ def test_alert_expressions_on_real_vllm_metrics(fixture_prometheus):
     assert high == {(dp.V1_NAMESPACE, "vllm-a"), (dp.V0_NAMESPACE, "vllm-old")}
     for silent in ("VLLMKVCacheFull", "VLLMGPUMemoryCritical", "VLLMHighQueueDepth", "VLLMPreemptionSpike",
                    "VLLMKedaScalerTargetsFailing", "VLLMKedaScalerNoFreshData", "VLLMKedaScalerFallbackLikely",
-                   "VLLMKedaScalerPinnedAtMax", "VLLMKedaScalerScrapeErrors", "VLLMKedaScalerDown"):
+                   "VLLMKedaScalerPinnedAtMax", "VLLMKedaScalerScrapeErrors", "VLLMKedaScalerDown",
+                   "VLLMKedaScalerLosesToStaticFleet"):
         assert query(rules[silent]) == [], silent
     slow = {m["model_name"] for m, v in query(rules["VLLMHighLatency"])}
     assert "meta-llama/Llama-3.1-8B-Instruct" in slow

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! bodies --ScrapeRound::parse--> snapshots --Scaler::record--> fleet window
-//!        --Scaler::signals--> FleetSignals --Scaler::decide--> Step { signals, decision, view }
+//!        --Scaler::signals--> FleetSignals --Scaler::decide--> Step { signals, decision, view, hindsight }
 //! ```
 //!
 //! [`ScrapeRound::parse`] is pure and stateless, so a caller may run it off its async workers
@@ -46,6 +46,7 @@ use serde::Serialize;
 use crate::config::ScalerConfig;
 use crate::exposition::{self, ParseError};
 use crate::policy::proactive::Proactive;
+use crate::policy::proactive::hindsight::StaticComparison;
 use crate::policy::{CurrentReplicas, Decision, Policy, PolicyConfig, PolicyState};
 use crate::signals::{
     FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, STALE_AFTER_INTERVALS, SignalSettings,
@@ -293,6 +294,9 @@ pub struct Step {
     pub decision: Decision,
     /// Which targets were observed, which were not and why, and the answer's completeness.
     pub view: View,
+    /// The proactive policy's comparison with static fleets over the last day (`None` under
+    /// the guide's policy, and before half an hour of history).
+    pub hindsight: Option<StaticComparison>,
 }
 
 /// One ScaledObject's scaler: the fleet window of its targets and its policy with the state the
@@ -452,6 +456,7 @@ impl Scaler {
             signals,
             decision,
             view,
+            hindsight: self.proactive.as_ref().and_then(|p| p.hindsight().cloned()),
         }
     }
 

@@ -33,6 +33,7 @@ use crate::control::{
 };
 use vllm_keda_core::config::{ScalerConfig, TargetSource};
 use vllm_keda_core::policy::CurrentReplicas;
+use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 use vllm_keda_core::scaler::{Unobserved, View};
 use vllm_keda_core::signals::FleetSignals;
 
@@ -459,10 +460,22 @@ struct Detail {
     signals: Option<FleetSignals>,
     decision: Option<DecisionRecord>,
     decisions: Vec<DecisionRecord>,
+    /// The proactive policy's comparison with static fleets over the last day: would a fixed
+    /// number of replicas have served as much for fewer replica-hours? (`null` under the
+    /// guide's policy and before half an hour of history.)
+    hindsight: Option<HindsightView>,
     last_healthy_unix_seconds: Option<f64>,
     idle_seconds: f64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     other_triggers: Vec<Detail>,
+}
+
+/// The comparison with static fleets, with its numbers and in words.
+#[derive(Debug, Serialize)]
+struct HindsightView {
+    #[serde(flatten)]
+    comparison: StaticComparison,
+    summary: String,
 }
 
 /// The configuration as shown: the metadata as written, plus the validated form.
@@ -580,6 +593,10 @@ fn trigger_detail(so: &ScaledObject) -> Detail {
         signals: status.signals.clone(),
         decision: status.history.back().cloned(),
         decisions: status.history.iter().rev().cloned().collect(),
+        hindsight: status.hindsight.clone().map(|comparison| HindsightView {
+            summary: comparison.describe(),
+            comparison,
+        }),
         last_healthy_unix_seconds: status.last_healthy_unix_seconds,
         idle_seconds: so.idle_for().as_secs_f64(),
         other_triggers: Vec::new(),

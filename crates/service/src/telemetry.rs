@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 use crate::scrape::RESULT_LABELS;
 use vllm_keda_core::config::ScalerConfig;
 use vllm_keda_core::policy::Decision;
+use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 use vllm_keda_core::signals::FleetSignals;
 
 /// Starts structured logging to stderr; `RUST_LOG` filters (default `info`).
@@ -130,6 +131,9 @@ pub struct CycleReading<'a> {
     pub decision: &'a Decision,
     /// Unix time of the last cycle with at least one healthy target, if there was one.
     pub last_healthy_unix_seconds: Option<f64>,
+    /// The proactive policy's comparison with static fleets over the last day, once it has
+    /// half an hour of history.
+    pub hindsight: Option<&'a StaticComparison>,
 }
 
 /// Where a per-ScaledObject gauge's value comes from.
@@ -158,7 +162,7 @@ fn or_nan(value: Option<f64>) -> f64 {
 }
 
 /// Every per-ScaledObject gauge: registered, set and removed from this table alone.
-pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 13] = [
+pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 16] = [
     ScaledObjectGauge {
         name: "target_replicas",
         help: "Replica target returned to KEDA",
@@ -223,6 +227,27 @@ pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 13] = [
         name: "last_success_timestamp_seconds",
         help: "Unix time of the last cycle with at least one healthy target",
         source: GaugeSource::Cycle(|c| c.last_healthy_unix_seconds),
+    },
+    ScaledObjectGauge {
+        name: "hindsight_static_replicas",
+        help: "Smallest static fleet that would have served as much of the last day's demand as the autoscaled one (proactive policy's fluid model; absent before half an hour)",
+        source: GaugeSource::Cycle(|c| c.hindsight.map(|h| f64::from(h.as_much.replicas))),
+    },
+    ScaledObjectGauge {
+        name: "hindsight_static_replica_hours_ratio",
+        help: "That static fleet's replica-hours over the autoscaled fleet's, last day (below 1: the static fleet was cheaper)",
+        source: GaugeSource::Cycle(|c| {
+            c.hindsight
+                .map(|h| h.as_much.replica_hours / h.ours_replica_hours)
+        }),
+    },
+    ScaledObjectGauge {
+        name: "hindsight_static_beats_ours",
+        help: "1 when some static fleet would have served at least 1 point more of the last day's demand with at most 97 % of the autoscaled fleet's replica-hours, else 0",
+        source: GaugeSource::Cycle(|c| {
+            c.hindsight
+                .map(|h| if h.static_beats_ours { 1.0 } else { 0.0 })
+        }),
     },
 ];
 
@@ -432,6 +457,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
     use std::time::Duration;
+    use vllm_keda_core::policy::proactive::hindsight::StaticFleet;
     use vllm_keda_core::{Scaler, ScrapeRound};
 
     fn labels() -> ScaledObjectLabels {
@@ -452,6 +478,24 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
         ScalerConfig::from_metadata(&metadata).unwrap()
+    }
+
+    /// A comparison: 3 static replicas would have served as much for 75 % of ours' hours.
+    fn comparison() -> StaticComparison {
+        let fleet = |replicas, served_percent, replica_hours| StaticFleet {
+            replicas,
+            served_percent,
+            replica_hours,
+        };
+        StaticComparison {
+            minutes: 120,
+            capacity_per_replica: 10.0,
+            ours_served_percent: 80.0,
+            ours_replica_hours: 8.0,
+            as_much: fleet(3, 85.0, 6.0),
+            at_99: Some(fleet(4, 100.0, 8.0)),
+            static_beats_ours: true,
+        }
     }
 
     fn value(m: &Metrics, name: &str) -> Option<f64> {
@@ -492,6 +536,7 @@ mod tests {
             signals: &step.signals,
             decision: &step.decision,
             last_healthy_unix_seconds,
+            hindsight: None,
         };
         m.record_cycle(&labels(), &reading(None));
         assert_eq!(
@@ -515,6 +560,21 @@ mod tests {
             value(&m, "last_success_timestamp_seconds"),
             Some(1_700_000_000.5)
         );
+        // Before half an hour of history there is no comparison, and no series for it.
+        assert_eq!(value(&m, "hindsight_static_replicas"), None);
+        m.record_cycle(
+            &labels(),
+            &CycleReading {
+                hindsight: Some(&comparison()),
+                ..reading(Some(1_700_000_000.5))
+            },
+        );
+        assert_eq!(value(&m, "hindsight_static_replicas"), Some(3.0));
+        assert_eq!(
+            value(&m, "hindsight_static_replica_hours_ratio"),
+            Some(0.75)
+        );
+        assert_eq!(value(&m, "hindsight_static_beats_ours"), Some(1.0));
         // A later cycle without a healthy target leaves the last timestamp.
         m.record_cycle(&labels(), &reading(None));
         assert_eq!(
@@ -541,6 +601,7 @@ mod tests {
                 signals: &step.signals,
                 decision: &step.decision,
                 last_healthy_unix_seconds: Some(1.0),
+                hindsight: Some(&comparison()),
             },
         );
         m.decisions
@@ -592,6 +653,9 @@ mod tests {
             "# HELP vllm_keda_scaler_unavailable GetMetrics or IsActive calls answered Unavailable.",
             "# HELP vllm_keda_scaler_targets Scrape targets by health.",
             "# HELP vllm_keda_scaler_last_success_timestamp_seconds Unix time of the last cycle with at least one healthy target.",
+            "# HELP vllm_keda_scaler_hindsight_static_replicas Smallest static fleet that would have served as much of the last day's demand as the autoscaled one (proactive policy's fluid model; absent before half an hour).",
+            "# HELP vllm_keda_scaler_hindsight_static_replica_hours_ratio That static fleet's replica-hours over the autoscaled fleet's, last day (below 1: the static fleet was cheaper).",
+            "# HELP vllm_keda_scaler_hindsight_static_beats_ours 1 when some static fleet would have served at least 1 point more of the last day's demand with at most 97 % of the autoscaled fleet's replica-hours, else 0.",
             "# HELP vllm_keda_scaler_scrape_duration_seconds Wall time of one cycle's scrape of all targets.",
             "# HELP vllm_keda_scaler_rpc_duration_seconds gRPC handling time by method.",
             "# HELP vllm_keda_scaler_scaledobjects ScaledObjects with a running loop.",

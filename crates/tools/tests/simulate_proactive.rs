@@ -13,15 +13,20 @@ use vllm_keda_tools::trace::TraceRequest;
 const PROMPT: u32 = 512;
 const OUTPUT: u32 = 64;
 
-/// A ramp in Poisson phases from 40 % to 120 % of one replica's saturation, 45 s each, after
-/// 4 minutes at 30 % (for the capacity and the trend to be learned).
-fn ramp(seed: u64) -> Scenario {
-    let cap = EngineConfig::default()
+/// Requests per second one default replica saturates at with these sizes.
+fn saturation() -> f64 {
+    EngineConfig::default()
         .predicted_saturation(RequestShape {
             prompt_tokens: PROMPT,
             output_tokens: OUTPUT,
         })
-        .requests_per_second;
+        .requests_per_second
+}
+
+/// A ramp in Poisson phases from 40 % to 120 % of one replica's saturation, 45 s each, after
+/// 4 minutes at 30 % (for the capacity and the trend to be learned).
+fn ramp(seed: u64) -> Scenario {
+    let cap = saturation();
     let mut phases = vec![(0.3 * cap, 240.0)];
     phases.extend((1..=9).map(|i| ((0.3 + 0.1 * f64::from(i)) * cap, 45.0)));
     let mut rng = SplitMix64::new(seed);
@@ -107,5 +112,69 @@ fn proactive_scales_up_before_the_queue_builds() {
     assert!(
         up.explanation.contains("forecast") && up.explanation.contains("req/s per replica"),
         "{up:?}"
+    );
+}
+
+/// A flat load at 20 % of one replica's saturation for 35 minutes.
+fn flat(seed: u64) -> Scenario {
+    let cap = saturation();
+    let mut rng = SplitMix64::new(seed);
+    let mut requests = Vec::new();
+    let mut t = 0.0;
+    loop {
+        t += rng.next_exp(0.2 * cap);
+        if t >= 35.0 * 60.0 {
+            break;
+        }
+        requests.push(TraceRequest {
+            arrival: Duration::from_secs_f64(t),
+            prompt_tokens: PROMPT,
+            output_tokens: OUTPUT,
+        });
+    }
+    Scenario {
+        name: "flat".into(),
+        requests,
+        load_steps: vec![Duration::ZERO],
+    }
+}
+
+#[test]
+fn the_policy_reports_its_hindsight_against_static_fleets() {
+    let scenario = flat(3);
+    let sim = simulation();
+    let (_, ours) = sim
+        .run_policy(&scenario, &PolicySpec::parse("ours").unwrap())
+        .unwrap();
+    let h = ours
+        .hindsight
+        .as_ref()
+        .unwrap_or_else(|| panic!("no hindsight after 35 minutes: {ours:?}"));
+    assert!((30..=35).contains(&h.minutes), "{h:?}");
+    // One replica carries a fifth of its capacity: ours held one, and one static replica
+    // serves as much, for the same replica-hours; nothing beats ours.
+    assert_eq!(h.as_much.replicas, 1, "{}", h.describe());
+    assert!(h.ours_served_percent > 99.0, "{}", h.describe());
+    assert!(!h.static_beats_ours, "{}", h.describe());
+    // The model's replica-hours are the simulator's GPU-hours over the minutes it saw.
+    let per_minute = ours.gpu_hours / 35.0;
+    assert!(
+        (h.ours_replica_hours - per_minute * f64::from(h.minutes)).abs() < 0.05,
+        "{} vs {} GPU-h",
+        h.describe(),
+        ours.gpu_hours
+    );
+    // The peers make no such comparison.
+    let (_, fixed) = sim
+        .run_policy(&scenario, &PolicySpec::parse("static:1").unwrap())
+        .unwrap();
+    assert!(fixed.hindsight.is_none());
+    let json = serde_json::to_value(&ours).unwrap();
+    assert_eq!(json["hindsight"]["as_much"]["replicas"], 1, "{json}");
+    assert!(
+        serde_json::to_value(&fixed)
+            .unwrap()
+            .get("hindsight")
+            .is_none()
     );
 }

@@ -20,6 +20,7 @@ use crate::telemetry::{
 };
 use vllm_keda_core::Scaler;
 use vllm_keda_core::exposition::Limits;
+use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 use vllm_keda_core::policy::{CurrentReplicas, Decision, ReplicaSource};
 use vllm_keda_core::scaler::{ScrapeRound, Step, TargetFailure, View};
 use vllm_keda_core::signals::FleetSignals;
@@ -442,6 +443,7 @@ impl Cycle {
             signals,
             decision,
             view,
+            hindsight,
         } = step;
 
         let healthy = targets.iter().filter(|t| t.healthy).count();
@@ -449,7 +451,13 @@ impl Cycle {
             self.status.last_healthy_at = Some(Instant::now());
             self.status.last_healthy_unix_seconds = Some(unix);
         }
-        self.update_metrics(&signals, &decision, healthy, targets.len());
+        self.update_metrics(
+            &signals,
+            &decision,
+            hindsight.as_ref(),
+            healthy,
+            targets.len(),
+        );
         let previous = self.status.decision.take();
         let previous_answer = self.status.history.back().map(|r| r.answer);
         self.status.targets = targets;
@@ -457,6 +465,7 @@ impl Cycle {
         self.status.cycles += 1;
         self.status.signals = Some(signals);
         self.status.view = Some(view);
+        self.status.hindsight = hindsight;
         self.status.decision = Some(decision);
         // What KEDA is told from now on: full, partial-held or unavailable.
         let (answer, why) = self.status.answer_kind(Instant::now(), so.stale_after());
@@ -590,6 +599,7 @@ impl Cycle {
         &mut self,
         signals: &FleetSignals,
         decision: &Decision,
+        hindsight: Option<&StaticComparison>,
         healthy: usize,
         total: usize,
     ) {
@@ -601,6 +611,7 @@ impl Cycle {
                 signals,
                 decision,
                 last_healthy_unix_seconds: self.status.last_healthy_unix_seconds,
+                hindsight,
             },
         );
         for (health, n) in TARGET_HEALTH.into_iter().zip([healthy, total - healthy]) {

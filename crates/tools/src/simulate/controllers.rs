@@ -22,6 +22,7 @@ use std::time::Duration;
 use crate::trace::TraceRequest;
 use vllm_emulator::{RenderInfo, RequestShape, render};
 use vllm_keda_core::config::ScalerConfig;
+use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 use vllm_keda_core::{Scaler, ScrapeRound, Step};
 
 use super::fleet::{Autoscaler, DecisionNote, VirtualFleet};
@@ -47,6 +48,8 @@ pub struct Ours {
     decisions: Vec<DecisionNote>,
     /// Ready replicas at the latest scrape.
     ready: u32,
+    /// The latest comparison with static fleets.
+    hindsight: Option<StaticComparison>,
 }
 
 impl Ours {
@@ -69,6 +72,7 @@ impl Ours {
             reasons: HashMap::new(),
             decisions: Vec::new(),
             ready: initial,
+            hindsight: None,
         }
     }
 
@@ -85,6 +89,7 @@ impl Ours {
             self.model.as_deref(),
         );
         let step = self.scaler.step(now, round);
+        self.hindsight.clone_from(&step.hindsight);
         *self
             .reasons
             .entry(step.decision.reason.as_str())
@@ -114,6 +119,10 @@ impl Autoscaler for Ours {
 
     fn take_decisions(&mut self) -> Vec<DecisionNote> {
         std::mem::take(&mut self.decisions)
+    }
+
+    fn hindsight(&self) -> Option<StaticComparison> {
+        self.hindsight.clone()
     }
 
     fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::trace::TraceRequest;
 use vllm_emulator::{Engine, EngineConfig, Event, RequestId, RequestSpec, SplitMix64};
+use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 
 use super::report::{RequestOutcome, ScaleEvent};
 
@@ -439,6 +440,10 @@ pub trait Autoscaler {
     fn take_decisions(&mut self) -> Vec<DecisionNote> {
         Vec::new()
     }
+    /// Its comparison with static fleets at the end of the run (only our scaler makes one).
+    fn hindsight(&self) -> Option<StaticComparison> {
+        None
+    }
 }
 
 /// One explained decision: kept when the target or the reason changed from the one before.
@@ -487,6 +492,8 @@ pub struct RunResult {
     pub series: Vec<SeriesPoint>,
     /// The controller's explained decisions (changes only; empty for the peers).
     pub decisions: Vec<DecisionNote>,
+    /// The controller's comparison with static fleets at the end (ours only).
+    pub hindsight: Option<StaticComparison>,
 }
 
 /// Replays `requests` (sorted by arrival) through a fleet of `initial` ready replicas under
@@ -591,5 +598,6 @@ pub fn run(
         events,
         series,
         decisions: controller.take_decisions(),
+        hindsight: controller.hindsight(),
     }
 }

@@ -545,6 +545,7 @@ impl Simulation {
         report.scenario = scenario.name.clone();
         report.seed = self.seed;
         report.gpu_hours_lower_bound = self.lower_bound_hours(scenario);
+        report.hindsight.clone_from(&result.hindsight);
         report
     }
 
@@ -1168,6 +1169,9 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                         .unwrap_or_default(),
                     report.scale_events
                 );
+                if let Some(h) = &report.hindsight {
+                    eprintln!("  {}", h.describe());
+                }
                 all_reports.push(serde_json::to_value(&report)?);
                 if k == 0 {
                     chart_runs.push((report.policy.clone(), result));

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use serde::Serialize;
+use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 
 /// What happened to one request.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -209,6 +210,10 @@ pub struct PolicyReport {
     pub reaction_seconds_mean: Option<f64>,
     /// The scale events themselves.
     pub events: Vec<ScaleEvent>,
+    /// Our policy's own comparison with static fleets at the end of the run (its fluid model
+    /// over the demand it saw; compare with the `static:N` rows); absent for the peers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hindsight: Option<StaticComparison>,
 }
 
 /// Summarises one run.
@@ -285,6 +290,7 @@ pub fn summarise(
             Some(reactions.iter().sum::<f64>() / reactions.len() as f64)
         },
         events,
+        hindsight: None,
     }
 }
 

@@ -37,6 +37,7 @@
 
 pub mod capacity;
 pub mod forecast;
+pub mod hindsight;
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -45,6 +46,7 @@ use serde::Serialize;
 
 use self::capacity::{CapacityEstimate, Observation};
 use self::forecast::{DemandTracker, Forecast, PeakFloor, Recurrence};
+use self::hindsight::{Hindsight, StaticComparison};
 use super::explain::{num, pct};
 use super::hpa::{hpa_would_act, smallest_acted_scale_up};
 use super::{Decision, Mode, Policy, PolicyConfig, PolicyState, Reason};
@@ -391,6 +393,10 @@ pub struct Proactive {
     /// breach was seen (fired, stabilising, rate-limited, held for starting replicas or at
     /// max). Starting capacity is not withdrawn below that level while the breach is recent.
     backstop: Option<BackstopAsk>,
+    /// The demand, ready and held replicas per minute over the last day, and what a static
+    /// fleet would have done with that demand (recomputed once a minute).
+    hindsight: Hindsight,
+    comparison: Option<StaticComparison>,
 }
 
 /// A level the guide's backstop raised, kept while its breach lasts.
@@ -420,7 +426,15 @@ impl Proactive {
             breach_since: None,
             settled_at: None,
             backstop: None,
+            hindsight: Hindsight::default(),
+            comparison: None,
         }
+    }
+
+    /// Ours against static fleets over the last day, by the fluid model at the current capacity
+    /// estimate ([`hindsight`]); recomputed once a minute, `None` before half an hour.
+    pub fn hindsight(&self) -> Option<&StaticComparison> {
+        self.comparison.as_ref()
     }
 
     /// The current capacity estimate (requests per second per replica within the SLO).
@@ -827,6 +841,9 @@ impl Proactive {
         }
         let level = clamp(level, c);
         state.level = Some(level);
+        if self.hindsight.observe(now, fc.now, ready, level.max(ready)) {
+            self.comparison = self.hindsight.compare(cap, c.min_replicas, c.max_replicas);
+        }
         if level <= ready {
             self.pending_ask = None;
         } else if let Some((_, asked)) = &mut self.pending_ask {

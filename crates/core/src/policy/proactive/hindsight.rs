@@ -1,0 +1,339 @@
+//! Hindsight: what a static fleet would have done with the demand this policy saw.
+//!
+//! The policy keeps, per minute over the last day, the demand it estimated, the ready replicas
+//! and the replicas it held (asked for, ready or not: what the GPUs are billed for). Once a
+//! minute it compares itself with every static fleet from `minReplicas` to `maxReplicas` by a
+//! fluid model at the current capacity estimate: in a minute with demand `d` and `n` replicas
+//! serving, `min(d, n x capacity)` is served and the rest is not. That answers the question a
+//! platform team asks of any autoscaler: would a fixed number of replicas, chosen in
+//! hindsight, have served as much for fewer GPU-hours? The answer is advice for the operator
+//! (and a floor to set, `minReplicas`); the policy does not act on it.
+//!
+//! It is a model: queueing, start-up and a capacity estimate that is itself learned are not in
+//! it, so it reads a static fleet's attainment higher than a simulator would at the edge of
+//! its capacity, and ours' lower while its replicas are still starting.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// How far back the comparison looks: a day, so a daily pattern is judged whole.
+pub const WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// The bucket of the history.
+const MINUTE: Duration = Duration::from_secs(60);
+/// The comparison needs at least this much history to say anything.
+const AT_LEAST: Duration = Duration::from_secs(30 * 60);
+/// The rule for "beaten": at least one point more of the demand served, with at most
+/// this share of ours' GPU-hours.
+const BEATEN_SHARE: f64 = 0.97;
+
+/// One minute of history: sums over its decisions.
+#[derive(Debug, Clone, Copy)]
+struct Minute {
+    index: u64,
+    samples: u32,
+    demand: f32,
+    ready: f32,
+    held: f32,
+}
+
+/// The per-minute history the comparison reads.
+#[derive(Debug, Clone, Default)]
+pub struct Hindsight {
+    minutes: VecDeque<Minute>,
+}
+
+/// A static fleet as the fluid model reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StaticFleet {
+    /// Replicas.
+    pub replicas: u32,
+    /// Share of the demand served, percent.
+    pub served_percent: f64,
+    /// Replica-hours over the history.
+    pub replica_hours: f64,
+}
+
+/// Ours against static fleets over the history, at one capacity estimate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StaticComparison {
+    /// Minutes of history compared.
+    pub minutes: u32,
+    /// The capacity estimate the model used, requests per second per replica.
+    pub capacity_per_replica: f64,
+    /// Share of the demand ours' ready replicas served, percent.
+    pub ours_served_percent: f64,
+    /// Replica-hours ours held (asked for, ready or starting).
+    pub ours_replica_hours: f64,
+    /// The smallest static fleet that serves at least as much of the demand as ours did.
+    pub as_much: StaticFleet,
+    /// The smallest static fleet that serves at least 99 % of the demand (none when even
+    /// `maxReplicas` does not).
+    pub at_99: Option<StaticFleet>,
+    /// Whether some static fleet served at least one point more of the demand with at most
+    /// 97 % of ours' replica-hours (the evaluation's rule for a policy not worth running).
+    pub static_beats_ours: bool,
+}
+
+impl Hindsight {
+    /// Records one decision: the demand estimate (requests per second), the ready replicas and
+    /// the replicas held. Returns whether a minute closed (the comparison is due).
+    pub fn observe(&mut self, now: Duration, demand: f64, ready: u32, held: u32) -> bool {
+        let index = now.as_secs() / MINUTE.as_secs();
+        let demand = if demand.is_finite() && demand > 0.0 {
+            demand as f32
+        } else {
+            0.0
+        };
+        let closed = match self.minutes.back_mut() {
+            Some(m) if m.index == index => {
+                m.samples += 1;
+                m.demand += demand;
+                m.ready += ready as f32;
+                m.held += held as f32;
+                false
+            }
+            last => {
+                let closed = last.is_some();
+                self.minutes.push_back(Minute {
+                    index,
+                    samples: 1,
+                    demand,
+                    ready: ready as f32,
+                    held: held as f32,
+                });
+                closed
+            }
+        };
+        let oldest = index.saturating_sub(WINDOW.as_secs() / MINUTE.as_secs());
+        while self.minutes.front().is_some_and(|m| m.index < oldest) {
+            self.minutes.pop_front();
+        }
+        closed
+    }
+
+    /// Ours against every static fleet from `min` to `max` replicas at `capacity` requests per
+    /// second per replica; `None` with less than half an hour of history, no demand, or no
+    /// capacity.
+    pub fn compare(&self, capacity: f64, min: u32, max: u32) -> Option<StaticComparison> {
+        if !(capacity.is_finite() && capacity > 0.0) {
+            return None;
+        }
+        // Whole minutes only: the one still filling is left out.
+        let whole = self.minutes.len().saturating_sub(1);
+        let minutes: Vec<(f64, f64, f64)> = self
+            .minutes
+            .iter()
+            .take(whole)
+            .map(|m| {
+                let n = f64::from(m.samples.max(1));
+                (
+                    f64::from(m.demand) / n,
+                    f64::from(m.ready) / n,
+                    f64::from(m.held) / n,
+                )
+            })
+            .collect();
+        let count = u32::try_from(minutes.len()).unwrap_or(u32::MAX);
+        if u64::from(count) * MINUTE.as_secs() < AT_LEAST.as_secs() {
+            return None;
+        }
+        let total: f64 = minutes.iter().map(|m| m.0).sum();
+        if total <= 0.0 {
+            return None;
+        }
+        let hours = |replica_minutes: f64| replica_minutes / 60.0;
+        let served = |replicas: &dyn Fn(&(f64, f64, f64)) -> f64| {
+            100.0
+                * minutes
+                    .iter()
+                    .map(|m| m.0.min(replicas(m) * capacity))
+                    .sum::<f64>()
+                / total
+        };
+        let ours_served = served(&|m| m.1);
+        let ours_hours = hours(minutes.iter().map(|m| m.2).sum());
+        let fleet = |k: u32| StaticFleet {
+            replicas: k,
+            served_percent: served(&|_| f64::from(k)),
+            replica_hours: hours(f64::from(k) * minutes.len() as f64),
+        };
+        let max = max.max(min).max(1);
+        let fleets: Vec<StaticFleet> = (min.max(1)..=max).map(fleet).collect();
+        let as_much = fleets
+            .iter()
+            .find(|f| f.served_percent >= ours_served - 1e-9)
+            .or(fleets.last())
+            .copied()?;
+        let at_99 = fleets.iter().find(|f| f.served_percent >= 99.0).copied();
+        let static_beats_ours = fleets.iter().any(|f| {
+            f.served_percent >= ours_served + 1.0 && f.replica_hours <= BEATEN_SHARE * ours_hours
+        });
+        Some(StaticComparison {
+            minutes: count,
+            capacity_per_replica: capacity,
+            ours_served_percent: ours_served,
+            ours_replica_hours: ours_hours,
+            as_much,
+            at_99,
+            static_beats_ours,
+        })
+    }
+}
+
+impl StaticComparison {
+    /// In words, for the log and the debug page.
+    pub fn describe(&self) -> String {
+        use super::super::explain::num;
+        let fleet = |f: &StaticFleet| {
+            format!(
+                "{} replicas would have served {} % for {} replica-hours ({} % of ours')",
+                f.replicas,
+                num(f.served_percent),
+                num(f.replica_hours),
+                num((100.0 * f.replica_hours / self.ours_replica_hours).round()),
+            )
+        };
+        let at_99 = match &self.at_99 {
+            Some(f) if f.replicas != self.as_much.replicas => format!("; {}", fleet(f)),
+            Some(_) => String::new(),
+            None => "; no fleet up to maxReplicas serves 99 %".to_owned(),
+        };
+        format!(
+            "hindsight over {} min at {} req/s per replica (fluid model): ours served {} % of the demand for {} replica-hours; a static fleet of {}{at_99}{}",
+            self.minutes,
+            num(self.capacity_per_replica),
+            num(self.ours_served_percent),
+            num(self.ours_replica_hours),
+            fleet(&self.as_much),
+            if self.static_beats_ours {
+                ": a static fleet beats ours (1 point more for at most 97 % of the replica-hours); consider minReplicas"
+            } else if self.as_much.replica_hours < self.ours_replica_hours {
+                ": a static fleet serves as much for fewer replica-hours"
+            } else {
+                ""
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds one decision every 2 s: `demand(t)` req/s, `ready(t)` ready and `held(t)` held.
+    fn history(
+        seconds: u64,
+        demand: impl Fn(u64) -> f64,
+        ready: impl Fn(u64) -> u32,
+        held: impl Fn(u64) -> u32,
+    ) -> Hindsight {
+        let mut h = Hindsight::default();
+        for t in (0..seconds).step_by(2) {
+            h.observe(Duration::from_secs(t), demand(t), ready(t), held(t));
+        }
+        h
+    }
+
+    #[test]
+    fn nothing_is_said_before_half_an_hour_or_without_capacity() {
+        let h = history(29 * 60, |_| 10.0, |_| 1, |_| 1);
+        assert_eq!(h.compare(10.0, 1, 20), None);
+        let h = history(40 * 60, |_| 10.0, |_| 1, |_| 1);
+        assert!(h.compare(10.0, 1, 20).is_some());
+        assert_eq!(h.compare(0.0, 1, 20), None);
+        assert_eq!(h.compare(f64::NAN, 1, 20), None);
+    }
+
+    #[test]
+    fn a_fleet_that_follows_a_slow_day_is_not_beaten() {
+        // Demand rises from 5 to 45 req/s and falls back over 4 h; ours follows it with the
+        // replicas it needs (10 req/s each) and holds them.
+        let demand = |t: u64| 5.0 + 40.0 * (std::f64::consts::PI * t as f64 / 14_400.0).sin();
+        let need = move |t: u64| (demand(t) / 10.0).ceil() as u32;
+        let h = history(14_400, demand, need, need);
+        let c = h.compare(10.0, 1, 20).unwrap();
+        assert!(c.ours_served_percent > 99.9, "{c:?}");
+        assert_eq!(c.as_much.replicas, 5);
+        assert!(
+            c.ours_replica_hours < 0.8 * c.as_much.replica_hours,
+            "{c:?}"
+        );
+        assert!(!c.static_beats_ours);
+        assert!(
+            !c.describe().contains("fewer replica-hours"),
+            "{}",
+            c.describe()
+        );
+    }
+
+    #[test]
+    fn a_fleet_that_serves_everything_at_a_cost_hears_of_the_cheaper_static_one() {
+        // 10 req/s all along (one replica's capacity), but ours holds 2 replicas.
+        let h = history(3600, |_| 10.0, |_| 2, |_| 2);
+        let c = h.compare(10.0, 1, 20).unwrap();
+        assert_eq!(c.as_much.replicas, 1);
+        assert!(!c.static_beats_ours, "as much, not one point more");
+        assert!(
+            c.describe().ends_with(
+                "(50 % of ours'): a static fleet serves as much for fewer replica-hours"
+            ),
+            "{}",
+            c.describe()
+        );
+    }
+
+    #[test]
+    fn a_fleet_that_chases_bursts_too_late_is_beaten_and_told_so() {
+        // 10-minute bursts of 40 req/s every 30 minutes over 5 req/s, 3 h. Ours holds 1
+        // replica, asks for 8 at each burst and has them ready 5 minutes in, held 10 minutes
+        // after the burst: it serves half of each burst and pays for 8 replicas for 20 minutes.
+        let burst = |t: u64| t % 1800 < 600;
+        let demand = move |t: u64| if burst(t) { 40.0 } else { 5.0 };
+        let ready = move |t: u64| {
+            let p = t % 1800;
+            if (300..1200).contains(&p) { 8 } else { 1 }
+        };
+        let held = move |t: u64| if t % 1800 < 1200 { 8 } else { 1 };
+        let h = history(3 * 3600, demand, ready, held);
+        let c = h.compare(10.0, 1, 20).unwrap();
+        // Served: the lulls, and each burst's last 5 minutes (its first 5 at 10 req/s): 70 %.
+        assert!(
+            (69.0..71.0).contains(&c.ours_served_percent),
+            "{}",
+            c.describe()
+        );
+        // Three replicas serve as much (80 %); four serve every burst in full, for 12
+        // replica-hours against ours' 17.
+        assert_eq!(c.as_much.replicas, 3);
+        assert!((c.ours_replica_hours - 16.9).abs() < 0.1, "{c:?}");
+        let at_99 = c.at_99.unwrap();
+        assert_eq!(at_99.replicas, 4);
+        assert!((at_99.served_percent - 100.0).abs() < 1e-9);
+        assert!((at_99.replica_hours - 12.0).abs() < 0.1, "{at_99:?}");
+        assert!(c.static_beats_ours);
+        let words = c.describe();
+        assert!(
+            words.contains("a static fleet of 3 replicas")
+                && words.contains(
+                    "4 replicas would have served 100 % for 11.93 replica-hours (70 % of ours')"
+                )
+                && words.contains("consider minReplicas"),
+            "{words}"
+        );
+    }
+
+    #[test]
+    fn the_history_keeps_a_day_and_no_more() {
+        let mut h = Hindsight::default();
+        let mut closed = 0;
+        for t in (0..(26 * 3600)).step_by(2) {
+            closed += u32::from(h.observe(Duration::from_secs(t), 1.0, 1, 1));
+        }
+        assert_eq!(closed, 26 * 60 - 1, "a minute closes when the next begins");
+        assert!(h.minutes.len() <= 24 * 60 + 1, "{}", h.minutes.len());
+        let c = h.compare(1.0, 1, 4).unwrap();
+        assert_eq!(c.minutes, 24 * 60);
+    }
+}
