@@ -46,6 +46,9 @@ SCALER_GAUGES = [
     "vllm_keda_scaler_preemptions_per_second",
     "vllm_keda_scaler_targets",
     "vllm_keda_scaler_last_success_timestamp_seconds",
+    "vllm_keda_scaler_hindsight_static_replicas",
+    "vllm_keda_scaler_hindsight_static_replica_hours_ratio",
+    "vllm_keda_scaler_hindsight_static_beats_ours",
     "vllm_keda_scaler_scaledobjects",
 ]
 SCALER_COUNTERS = [

@@ -1,4 +1,5 @@
-//! Cost of one policy decision (every scrape interval, per ScaledObject) and of validating a
+//! Cost of one policy decision (every scrape interval, per ScaledObject), of the proactive
+//! policy's hindsight (a record per decision, a comparison per minute) and of validating a
 //! ScaledObject's metadata (once), beside the cost of cloning the signals the decision reads.
 //!
 //! Run: `cargo bench --bench policy`
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use vllm_keda_core::config::ScalerConfig;
+use vllm_keda_core::policy::proactive::hindsight::Hindsight;
 use vllm_keda_core::policy::{Policy, PolicyConfig, PolicyState};
 use vllm_keda_core::signals::{FleetSignals, MaxMean, Quantiles, SignalSet};
 
@@ -63,6 +65,26 @@ fn bench(c: &mut Criterion) {
     c.bench_function("peer: clone FleetSignals", |b| {
         b.iter(|| black_box(black_box(&breach).clone()));
     });
+
+    // The proactive policy's hindsight: one decision's record, and the once-a-minute
+    // comparison over a full day against 20 static fleets.
+    let mut day = Hindsight::default();
+    for t in (0..24 * 3600u64).step_by(2) {
+        let demand = 20.0 + 15.0 * ((t as f64) / 3600.0).sin();
+        day.observe(Duration::from_secs(t), demand, 3, 4);
+    }
+    c.bench_function("hindsight: record one decision", |b| {
+        let mut h = day.clone();
+        let mut t = 24 * 3600u64;
+        b.iter(|| {
+            t += 2;
+            black_box(h.observe(Duration::from_secs(t), black_box(20.0), 3, 4))
+        });
+    });
+    c.bench_function(
+        "hindsight: compare a day (1,440 minutes) with 20 static fleets",
+        |b| b.iter(|| black_box(black_box(&day).compare(10.0, 1, 20))),
+    );
 
     let metadata: HashMap<String, String> = [
         ("scalerAddress", "vllm-keda-scaler.keda:9090"),

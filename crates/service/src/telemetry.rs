@@ -230,23 +230,29 @@ pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 16] = [
     },
     ScaledObjectGauge {
         name: "hindsight_static_replicas",
-        help: "Smallest static fleet that would have served as much of the last day's demand as the autoscaled one (proactive policy's fluid model; absent before half an hour)",
-        source: GaugeSource::Cycle(|c| c.hindsight.map(|h| f64::from(h.as_much.replicas))),
+        help: "Smallest static fleet that would have served as much of the last day's demand as the autoscaled one (proactive policy's fluid model; NaN before half an hour and under the guide's policy)",
+        source: GaugeSource::Cycle(|c| {
+            Some(or_nan(c.hindsight.map(|h| f64::from(h.as_much.replicas))))
+        }),
     },
     ScaledObjectGauge {
         name: "hindsight_static_replica_hours_ratio",
-        help: "That static fleet's replica-hours over the autoscaled fleet's, last day (below 1: the static fleet was cheaper)",
+        help: "That static fleet's replica-hours over the autoscaled fleet's, last day (below 1: the static fleet was cheaper; NaN while undefined)",
         source: GaugeSource::Cycle(|c| {
-            c.hindsight
-                .map(|h| h.as_much.replica_hours / h.ours_replica_hours)
+            Some(or_nan(
+                c.hindsight
+                    .map(|h| h.as_much.replica_hours / h.ours_replica_hours),
+            ))
         }),
     },
     ScaledObjectGauge {
         name: "hindsight_static_beats_ours",
-        help: "1 when some static fleet would have served at least 1 point more of the last day's demand with at most 97 % of the autoscaled fleet's replica-hours, else 0",
+        help: "1 when some static fleet would have served at least 1 point more of the last day's demand with at most 97 % of the autoscaled fleet's replica-hours, 0 when none would have, NaN while undefined",
         source: GaugeSource::Cycle(|c| {
-            c.hindsight
-                .map(|h| if h.static_beats_ours { 1.0 } else { 0.0 })
+            Some(or_nan(
+                c.hindsight
+                    .map(|h| if h.static_beats_ours { 1.0 } else { 0.0 }),
+            ))
         }),
     },
 ];
@@ -560,8 +566,10 @@ mod tests {
             value(&m, "last_success_timestamp_seconds"),
             Some(1_700_000_000.5)
         );
-        // Before half an hour of history there is no comparison, and no series for it.
-        assert_eq!(value(&m, "hindsight_static_replicas"), None);
+        // Before half an hour of history there is no comparison: NaN, as an undefined
+        // quantile (so an alert on it stays silent, and the series exists from the start).
+        assert!(value(&m, "hindsight_static_replicas").unwrap().is_nan());
+        assert!(value(&m, "hindsight_static_beats_ours").unwrap().is_nan());
         m.record_cycle(
             &labels(),
             &CycleReading {
@@ -653,9 +661,9 @@ mod tests {
             "# HELP vllm_keda_scaler_unavailable GetMetrics or IsActive calls answered Unavailable.",
             "# HELP vllm_keda_scaler_targets Scrape targets by health.",
             "# HELP vllm_keda_scaler_last_success_timestamp_seconds Unix time of the last cycle with at least one healthy target.",
-            "# HELP vllm_keda_scaler_hindsight_static_replicas Smallest static fleet that would have served as much of the last day's demand as the autoscaled one (proactive policy's fluid model; absent before half an hour).",
-            "# HELP vllm_keda_scaler_hindsight_static_replica_hours_ratio That static fleet's replica-hours over the autoscaled fleet's, last day (below 1: the static fleet was cheaper).",
-            "# HELP vllm_keda_scaler_hindsight_static_beats_ours 1 when some static fleet would have served at least 1 point more of the last day's demand with at most 97 % of the autoscaled fleet's replica-hours, else 0.",
+            "# HELP vllm_keda_scaler_hindsight_static_replicas Smallest static fleet that would have served as much of the last day's demand as the autoscaled one (proactive policy's fluid model; NaN before half an hour and under the guide's policy).",
+            "# HELP vllm_keda_scaler_hindsight_static_replica_hours_ratio That static fleet's replica-hours over the autoscaled fleet's, last day (below 1: the static fleet was cheaper; NaN while undefined).",
+            "# HELP vllm_keda_scaler_hindsight_static_beats_ours 1 when some static fleet would have served at least 1 point more of the last day's demand with at most 97 % of the autoscaled fleet's replica-hours, 0 when none would have, NaN while undefined.",
             "# HELP vllm_keda_scaler_scrape_duration_seconds Wall time of one cycle's scrape of all targets.",
             "# HELP vllm_keda_scaler_rpc_duration_seconds gRPC handling time by method.",
             "# HELP vllm_keda_scaler_scaledobjects ScaledObjects with a running loop.",

@@ -114,8 +114,8 @@ impl Hindsight {
     }
 
     /// Ours against every static fleet from `min` to `max` replicas at `capacity` requests per
-    /// second per replica; `None` with less than half an hour of history, no demand, or no
-    /// capacity.
+    /// second per replica; `None` with less than half an hour of history, no demand, no
+    /// capacity, or no replica held.
     pub fn compare(&self, capacity: f64, min: u32, max: u32) -> Option<StaticComparison> {
         if !(capacity.is_finite() && capacity > 0.0) {
             return None;
@@ -154,6 +154,10 @@ impl Hindsight {
         };
         let ours_served = served(&|m| m.1);
         let ours_hours = hours(minutes.iter().map(|m| m.2).sum());
+        // Scaled to zero all along: nothing was spent to compare with.
+        if ours_hours <= 0.0 {
+            return None;
+        }
         let fleet = |k: u32| StaticFleet {
             replicas: k,
             served_percent: served(&|_| f64::from(k)),
@@ -244,6 +248,8 @@ mod tests {
         assert!(h.compare(10.0, 1, 20).is_some());
         assert_eq!(h.compare(0.0, 1, 20), None);
         assert_eq!(h.compare(f64::NAN, 1, 20), None);
+        let none_held = history(40 * 60, |_| 10.0, |_| 0, |_| 0);
+        assert_eq!(none_held.compare(10.0, 0, 20), None);
     }
 
     #[test]
