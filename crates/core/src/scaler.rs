@@ -456,8 +456,14 @@ impl Scaler {
             signals,
             decision,
             view,
-            hindsight: self.proactive.as_ref().and_then(|p| p.hindsight().cloned()),
+            hindsight: self.hindsight().cloned(),
         }
+    }
+
+    /// The proactive policy's comparison with static fleets over the last day (`None` under
+    /// the guide's policy, and before half an hour of history).
+    pub fn hindsight(&self) -> Option<&StaticComparison> {
+        self.proactive.as_ref()?.hindsight()
     }
 
     /// Records one round and decides: the whole pipeline for one scrape interval.

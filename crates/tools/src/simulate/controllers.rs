@@ -48,8 +48,6 @@ pub struct Ours {
     decisions: Vec<DecisionNote>,
     /// Ready replicas at the latest scrape.
     ready: u32,
-    /// The latest comparison with static fleets.
-    hindsight: Option<StaticComparison>,
 }
 
 impl Ours {
@@ -72,7 +70,6 @@ impl Ours {
             reasons: HashMap::new(),
             decisions: Vec::new(),
             ready: initial,
-            hindsight: None,
         }
     }
 
@@ -89,7 +86,6 @@ impl Ours {
             self.model.as_deref(),
         );
         let step = self.scaler.step(now, round);
-        self.hindsight.clone_from(&step.hindsight);
         *self
             .reasons
             .entry(step.decision.reason.as_str())
@@ -122,7 +118,7 @@ impl Autoscaler for Ours {
     }
 
     fn hindsight(&self) -> Option<StaticComparison> {
-        self.hindsight.clone()
+        self.scaler.hindsight().cloned()
     }
 
     fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
