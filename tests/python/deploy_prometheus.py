@@ -55,6 +55,9 @@ def _scaler_samples(namespace: str, t: int, step: int) -> list[tuple[str, str, f
         "vllm_keda_scaler_running_requests": 52, "vllm_keda_scaler_e2e_latency_p95_seconds": 38.3,
         "vllm_keda_scaler_ttft_p95_seconds": 6.95, "vllm_keda_scaler_itl_p95_seconds": 0.074,
         "vllm_keda_scaler_kv_cache_usage_max": 0.9, "vllm_keda_scaler_preemptions_per_second": 0.07,
+        "vllm_keda_scaler_hindsight_static_replicas": 3,
+        "vllm_keda_scaler_hindsight_static_replica_hours_ratio": 1.2,
+        "vllm_keda_scaler_hindsight_static_beats_ours": 0,
     }
     out = [(n, "{" + so + "}", float(v)) for n, v in gauges.items()]
     out += [
