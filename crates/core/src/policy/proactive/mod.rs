@@ -132,6 +132,12 @@ pub struct ProactiveConfig {
     /// counts the larger of the two growths (`onset=S`): arrivals that outrun the fleet are
     /// seen within S seconds instead of over the rate window; 0: the rate window alone.
     pub onset_seconds: f64,
+    /// Whether a P95 TTFT over its SLO says anything about capacity without a queue
+    /// (`breach=any`), or only while requests queue beyond one per ready replica
+    /// (`breach=queued`): with no queue, TTFT is the prompts' own prefill, which more replicas
+    /// do not shorten, so it neither lowers the estimate nor keeps a throughput from raising
+    /// it. An ITL breach counts either way (the decode batch is shared by every request).
+    pub breach_needs_queue: bool,
 }
 
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
@@ -192,6 +198,7 @@ impl Default for ProactiveConfig {
             settle: DEFAULT_SETTLE,
             hold_startups: DEFAULT_HOLD_STARTUPS,
             onset_seconds: DEFAULT_ONSET_SECONDS,
+            breach_needs_queue: DEFAULT_BREACH_NEEDS_QUEUE,
         }
     }
 }
@@ -229,6 +236,9 @@ pub const DEFAULT_HOLD_STARTUPS: f64 = 0.0;
 /// The onset stretch over which the in-flight growth is also measured by default, seconds (0:
 /// the rate window alone).
 pub const DEFAULT_ONSET_SECONDS: f64 = 0.0;
+/// Whether a TTFT breach teaches capacity only while requests queue, by default (no: any
+/// sustained breach does).
+pub const DEFAULT_BREACH_NEEDS_QUEUE: bool = false;
 /// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
@@ -252,7 +262,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100) and `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100) and `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none) and `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -295,6 +305,18 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                                 )
                             })?,
                     );
+                    continue;
+                }
+                if k == "breach" {
+                    c.breach_needs_queue = match v {
+                        "any" => false,
+                        "queued" => true,
+                        _ => {
+                            return Err(format!(
+                                "breach={v:?} is not `any` or `queued`; {expected}"
+                            ));
+                        }
+                    };
                     continue;
                 }
                 if k == "backstop" {
@@ -491,7 +513,11 @@ impl Proactive {
             (Some(q), Some(s)) => q.is_finite() && q > s,
             _ => false,
         };
-        let breached = over(f.ttft_seconds.p95, c.ttft_slo_seconds)
+        let queued = queue > f64::from(ready);
+        // Under `breach=queued` a TTFT over its SLO with no queue is the prompts' own
+        // prefill: it is not a replica at its limit.
+        let ttft_counts = !self.config.breach_needs_queue || queued;
+        let breached = (ttft_counts && over(f.ttft_seconds.p95, c.ttft_slo_seconds))
             || over(f.itl_seconds.p95, c.itl_slo_seconds);
         // A breach says what a replica serves only once it has lasted the whole rate window:
         // at a burst's onset the rate still counts the calm before it.
@@ -508,12 +534,10 @@ impl Proactive {
             && !over(f.itl_seconds.p95, half(c.itl_slo_seconds));
         self.capacity.observe(Observation {
             per_replica: finished / f64::from(replicas.max(1)),
-            within_slo: stable && !breached && queue <= f64::from(ready),
+            within_slo: stable && !breached && !queued,
             // Latency over the SLO while the in-flight requests shrink and no queue is left
             // is the aftermath of a backlog, not a replica at its limit.
-            breached: stable
-                && sustained
-                && (queue > f64::from(ready) || self.demand.growth() >= 0.0),
+            breached: stable && sustained && (queued || self.demand.growth() >= 0.0),
             comfortable,
         });
         let Some(cap) = self.capacity.value() else {
@@ -861,6 +885,17 @@ impl Proactive {
             demand_need,
             self.startup_learned.is_some() || self.config.startup_seconds.is_some(),
         );
+        if !ttft_counts {
+            if let (Some(q), Some(slo)) = (f.ttft_seconds.p95, c.ttft_slo_seconds) {
+                if q.is_finite() && q > slo {
+                    numbers.push_str(&format!(
+                        "; P95 TTFT {} s over the SLO of {} s with no queue: the prompts' own prefill, not counted against capacity (breach=queued)",
+                        num(q),
+                        num(slo)
+                    ));
+                }
+            }
+        }
         if settled && ready < own_need {
             numbers.push_str(&format!(
                 "; backlog not sized for: the demand's need of {own_need} is one replica above the {ready} ready, within a rate window of settling (settle={}; with the backlog {sized_need} replicas)",
