@@ -126,6 +126,16 @@ fn the_policy_value_is_read_with_its_settings() {
             ..ProactiveConfig::default()
         }))
     );
+    assert!(
+        parse_policy("proactive; breach=queued")
+            .unwrap()
+            .unwrap()
+            .breach_needs_queue
+    );
+    assert_eq!(
+        parse_policy("proactive; breach=any"),
+        Ok(Some(ProactiveConfig::default()))
+    );
     assert_eq!(
         parse_policy("proactive; hold=0"),
         Ok(Some(ProactiveConfig::default()))
@@ -163,6 +173,8 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; hold=x",
         "proactive; onset=-5",
         "proactive; onset=3601",
+        "proactive; breach=queue",
+        "proactive; breach=",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -402,6 +414,58 @@ fn a_breach_right_after_replicas_arrive_does_not_lower_capacity() {
         r.at(t, &late);
     }
     let c = r.proactive.capacity().unwrap();
+    assert!(c < 10.0, "{c}");
+}
+
+#[test]
+fn under_breach_queued_a_ttft_breach_without_a_queue_is_not_counted_against_capacity() {
+    // Four replicas at 8 req/s each, ITL within its SLO, nothing waiting, and a P95 TTFT of
+    // 3 s (long prompts' own prefill) for five minutes.
+    let mut long_prompts = fleet(4, 32.0, 40.0);
+    long_prompts.fleet.ttft_seconds.p95 = Some(3.0);
+    let run = |metadata: &str, s: &FleetSignals| {
+        let mut r = Run::new(metadata, 4);
+        let mut last = None;
+        for t in (0..=300).step_by(2) {
+            last = Some(r.at(t, s));
+        }
+        (r.proactive.capacity().unwrap(), last.unwrap())
+    };
+    // By default such a breach, sustained, lowers the estimate towards 8...
+    let (c, _) = run("proactive; capacity=10; startup=300", &long_prompts);
+    assert!(c < 10.0, "{c}");
+    // ...under `breach=queued` it does not, and the decision says why.
+    let (c, d) = run(
+        "proactive; capacity=10; startup=300; breach=queued",
+        &long_prompts,
+    );
+    assert_eq!(c, 10.0);
+    assert!(
+        d.explanation
+            .contains("P95 TTFT 3 s over the SLO of 2 s with no queue: the prompts' own prefill"),
+        "{}",
+        d.explanation
+    );
+    // With requests waiting (beyond one per ready replica) the same breach counts again.
+    let mut queued = long_prompts.clone();
+    queued.fleet.queue_depth = 20.0;
+    let (c, d) = run(
+        "proactive; capacity=10; startup=300; breach=queued",
+        &queued,
+    );
+    assert!(c < 10.0, "{c}");
+    assert!(
+        !d.explanation.contains("prompts' own prefill"),
+        "{}",
+        d.explanation
+    );
+    // An ITL breach counts without a queue, as before.
+    let mut slow_decode = fleet(4, 32.0, 40.0);
+    slow_decode.fleet.itl_seconds.p95 = Some(0.2);
+    let (c, _) = run(
+        "proactive; capacity=10; startup=300; breach=queued",
+        &slow_decode,
+    );
     assert!(c < 10.0, "{c}");
 }
 
