@@ -66,6 +66,13 @@ pub(crate) struct LoadtestArgs {
     /// Smallest queueDepthPerReplica to recommend.
     #[arg(long, default_value_t = 3)]
     pub(crate) min_queue_depth: u32,
+    /// A P95 TTFT SLO in seconds: the capacity within it (and --itl-slo-seconds) is measured
+    /// and becomes the proactive policy's prior in the ScaledObject snippet.
+    #[arg(long)]
+    pub(crate) ttft_slo_seconds: Option<f64>,
+    /// A P95 ITL SLO in seconds (see --ttft-slo-seconds).
+    #[arg(long)]
+    pub(crate) itl_slo_seconds: Option<f64>,
     /// Seed for sizes and Poisson arrivals.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
@@ -117,6 +124,8 @@ impl From<LoadtestArgs> for LoadtestOptions {
             queue_tolerance: args.queue_tolerance,
             latency_bend: args.latency_bend,
             min_queue_depth: args.min_queue_depth,
+            ttft_slo_seconds: args.ttft_slo_seconds,
+            itl_slo_seconds: args.itl_slo_seconds,
             seed: args.seed,
             scaler_address: args.scaler_address,
             quiet: args.quiet,

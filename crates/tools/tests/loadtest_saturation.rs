@@ -9,6 +9,7 @@ use std::time::Duration;
 use loadtest_support::{SlotConfig, SlotServer, TTFT_BUCKETS};
 use tokio_util::sync::CancellationToken;
 use vllm_keda_tools::loadtest::report::write_reports;
+use vllm_keda_tools::loadtest::verdict::{LatencySlo, decide};
 use vllm_keda_tools::loadtest::{LoadtestConfig, LoadtestOptions, execute};
 
 pub fn args(
@@ -207,4 +208,66 @@ async fn saturation_point_threshold_and_capacity_match_the_known_capacity() {
     assert!(svg.contains("saturation at 30 req/s") && svg.contains("Queue depth over time"));
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
     assert!(md.contains("**saturated**"));
+
+    // Given a latency SLO (`--ttft-slo-seconds 0.5 --itl-slo-seconds 1`), the same measured
+    // steps give the capacity within it: the last step, in order, whose client P95s held it.
+    let mut with_slo = report.clone();
+    with_slo.settings.slo = Some(LatencySlo {
+        ttft_seconds: Some(0.5),
+        itl_seconds: Some(1.0),
+    });
+    with_slo.verdict = decide(&with_slo.steps, &with_slo.settings);
+    assert_eq!(
+        with_slo.verdict.saturation_step,
+        report.verdict.saturation_step
+    );
+    let sc = with_slo.verdict.slo_capacity.clone().expect("measured");
+    let within = sc.step.expect("the calm 10 req/s step holds a 0.5 s TTFT");
+    for s in &with_slo.steps[..=within] {
+        assert!(
+            s.ttft.p95.unwrap() <= 0.5 && s.itl.p95.unwrap() <= 1.0,
+            "{table}"
+        );
+    }
+    if let Some(b) = sc.broken_at {
+        assert_eq!(b, within + 1);
+        assert!(with_slo.steps[b].ttft.p95.unwrap() > 0.5, "{table}");
+    }
+    let r = sc.rps_per_replica.unwrap();
+    assert_eq!(r, with_slo.steps[within].ok_rps);
+    let text = vllm_keda_tools::loadtest::report::recommendation_text(&with_slo);
+    assert!(
+        text.contains("capacity within the SLO (P95 TTFT <= 0.5 s, P95 ITL <= 1 s)"),
+        "{text}"
+    );
+    let snippet = vllm_keda_tools::loadtest::report::scaledobject_snippet(&with_slo);
+    let value = |key: &str| {
+        let line = snippet
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{key}:")))
+            .unwrap_or_else(|| panic!("no {key} in\n{snippet}"));
+        line.split('"').nth(1).unwrap().to_owned()
+    };
+    assert_eq!(value("ttftSloSeconds"), "0.5", "{snippet}");
+    assert_eq!(value("itlSloSeconds"), "1", "{snippet}");
+    assert!(snippet.contains("capacity within the SLO"), "{snippet}");
+    let metadata = std::collections::HashMap::from([
+        (
+            "endpoints".to_owned(),
+            "http://127.0.0.1:8000/metrics".to_owned(),
+        ),
+        ("policy".to_owned(), value("policy")),
+        ("ttftSloSeconds".to_owned(), value("ttftSloSeconds")),
+        ("itlSloSeconds".to_owned(), value("itlSloSeconds")),
+    ]);
+    let config = vllm_keda_core::config::ScalerConfig::from_metadata(&metadata)
+        .unwrap_or_else(|e| panic!("the snippet is refused: {e}\n{snippet}"));
+    let prior = config
+        .policy
+        .proactive
+        .unwrap()
+        .capacity_per_replica
+        .unwrap();
+    assert!((prior / r - 1.0).abs() < 1e-3, "{prior} vs {r}\n{snippet}");
+    assert_eq!(config.policy.ttft_slo_seconds, Some(0.5));
 }

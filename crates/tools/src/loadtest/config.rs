@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::shape::{Arrivals, Shape};
-use super::verdict::VerdictSettings;
+use super::verdict::{LatencySlo, VerdictSettings};
 use crate::trace::{LoadStep, step_plan};
 
 /// A load test as asked for, before validation into a [`LoadtestConfig`]. [`Default`] is the
@@ -50,6 +50,11 @@ pub struct LoadtestOptions {
     pub latency_bend: f64,
     /// Smallest queueDepthPerReplica to recommend.
     pub min_queue_depth: u32,
+    /// The P95 TTFT SLO, seconds: with it (or `itl_slo_seconds`) the capacity within the SLO is
+    /// measured and is the prior the snippet prints.
+    pub ttft_slo_seconds: Option<f64>,
+    /// The P95 ITL SLO, seconds.
+    pub itl_slo_seconds: Option<f64>,
     /// Seed for sizes and Poisson arrivals.
     pub seed: u64,
     /// scalerAddress written into the ScaledObject snippet.
@@ -80,6 +85,8 @@ impl Default for LoadtestOptions {
             queue_tolerance: 1.0,
             latency_bend: 2.0,
             min_queue_depth: 3,
+            ttft_slo_seconds: None,
+            itl_slo_seconds: None,
             seed: 1,
             scaler_address: "vllm-keda-scaler.keda.svc.cluster.local:9090".to_owned(),
             quiet: false,
@@ -233,6 +240,22 @@ impl TryFrom<LoadtestOptions> for LoadtestConfig {
             "--queue-tolerance {}: expected a non-negative queue depth",
             a.queue_tolerance
         );
+        for (flag, v) in [
+            ("ttft-slo-seconds", a.ttft_slo_seconds),
+            ("itl-slo-seconds", a.itl_slo_seconds),
+        ] {
+            if let Some(v) = v {
+                anyhow::ensure!(
+                    v.is_finite() && v > 0.0 && v <= 3600.0,
+                    "--{flag} {v}: expected a P95 latency SLO in seconds, above 0 and at most 3600 (e.g. 2 for TTFT, 0.07 for ITL)"
+                );
+            }
+        }
+        let slo =
+            (a.ttft_slo_seconds.is_some() || a.itl_slo_seconds.is_some()).then_some(LatencySlo {
+                ttft_seconds: a.ttft_slo_seconds,
+                itl_seconds: a.itl_slo_seconds,
+            });
         Ok(LoadtestConfig {
             url,
             model: a.model.trim().to_string(),
@@ -252,6 +275,7 @@ impl TryFrom<LoadtestOptions> for LoadtestConfig {
                 latency_bend_factor: a.latency_bend,
                 max_error_rate: 0.01,
                 min_queue_depth_per_replica: a.min_queue_depth.max(1),
+                slo,
             },
             seed: a.seed,
             scaler_address: a.scaler_address,
@@ -323,6 +347,37 @@ mod tests {
             );
         }
         assert!(base_url("url", "localhost:8000").is_err());
+    }
+
+    #[test]
+    fn latency_slos_are_checked_and_become_the_verdicts_slo() {
+        let opts = |ttft, itl| LoadtestOptions {
+            url: "http://127.0.0.1:8000".into(),
+            model: "m".into(),
+            ttft_slo_seconds: ttft,
+            itl_slo_seconds: itl,
+            ..LoadtestOptions::default()
+        };
+        let c = LoadtestConfig::try_from(opts(Some(2.0), None)).unwrap();
+        assert_eq!(
+            c.verdict.slo,
+            Some(LatencySlo {
+                ttft_seconds: Some(2.0),
+                itl_seconds: None
+            })
+        );
+        let c = LoadtestConfig::try_from(opts(None, None)).unwrap();
+        assert_eq!(c.verdict.slo, None);
+        for (ttft, itl, flag) in [
+            (Some(0.0), None, "--ttft-slo-seconds 0"),
+            (None, Some(f64::NAN), "--itl-slo-seconds NaN"),
+            (Some(-1.0), Some(0.07), "--ttft-slo-seconds -1"),
+        ] {
+            let e = LoadtestConfig::try_from(opts(ttft, itl))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(flag) && e.contains("SLO in seconds"), "{e}");
+        }
         assert_eq!(base_url("url", "http://h:1/").unwrap(), "http://h:1");
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::monitor::MonitorSample;
-use super::verdict::{Percentiles, StepResult, Verdict, VerdictSettings};
+use super::verdict::{Percentiles, SloCapacity, StepResult, Verdict, VerdictSettings};
 use crate::plot::{Axis, Chart, Series, stack};
 use vllm_keda_core::policy::proactive::capacity_setting;
 
@@ -76,6 +76,11 @@ fn secs(v: Option<f64>) -> String {
 
 fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// An offered rate as given ("0.6"), or "-".
+fn rate(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
 fn p3(p: &Percentiles) -> String {
@@ -182,6 +187,9 @@ pub fn recommendation_text(report: &LoadtestReport) -> String {
             num(v.peak_ok_rps_per_replica, 1)
         );
     }
+    if let Some(c) = &v.slo_capacity {
+        let _ = writeln!(out, "{}", slo_capacity_text(c));
+    }
     if report.interrupted {
         let _ = writeln!(
             out,
@@ -192,6 +200,37 @@ pub fn recommendation_text(report: &LoadtestReport) -> String {
         let _ = writeln!(out, "note: scraping /metrics failed at least once: {e}");
     }
     out
+}
+
+/// One line on the capacity within the latency SLO.
+fn slo_capacity_text(c: &SloCapacity) -> String {
+    let slo = c.slo.describe();
+    let broken = |i: usize| {
+        format!(
+            "step {} ({} req/s) broke it: {}",
+            i + 1,
+            rate(c.broken_rps),
+            c.reasons.join("; ")
+        )
+    };
+    match (c.step, c.rps_per_replica, c.broken_at) {
+        (Some(i), Some(r), Some(b)) => format!(
+            "capacity within the SLO ({slo}): {r:.2} req/s per replica at {} req/s offered (step {}); {}",
+            rate(c.offered_rps),
+            i + 1,
+            broken(b)
+        ),
+        (Some(i), Some(r), None) => format!(
+            "capacity within the SLO ({slo}): at least {r:.2} req/s per replica: every step held it, up to {} req/s offered (step {}); rerun with higher rates to find it",
+            rate(c.offered_rps),
+            i + 1
+        ),
+        (_, _, Some(b)) => format!(
+            "capacity within the SLO ({slo}): none measured: the first {}; rerun with lower rates",
+            broken(b)
+        ),
+        _ => format!("capacity within the SLO ({slo}): no steps were measured"),
+    }
 }
 
 /// The ScaledObject trigger with the measured values.
@@ -217,8 +256,35 @@ pub fn scaledobject_snippet(report: &LoadtestReport) -> String {
     let _ = writeln!(out, "      scalerAddress: {}", report.scaler_address);
     let _ = writeln!(out, "      model: {:?}", report.model);
     // The proactive policy starts from this capacity instead of learning it from the fleet
-    // first; the start-up time is not measured here and stays learned.
+    // first; the start-up time is not measured here and stays learned. With a latency SLO
+    // given, the prior is the capacity within it (what the policy learns: a throughput
+    // served within the SLO), not the guide's saturation.
+    match v.slo_capacity.as_ref().map(|c| (c, c.rps_per_replica)) {
+        Some((c, Some(r))) => {
+            let _ = writeln!(
+                out,
+                "      policy: \"proactive; {}\"  # prior: one replica's capacity within the SLO ({}){}, for these request sizes ({}); the start-up time is learned",
+                capacity_setting(r),
+                c.slo.describe(),
+                if c.broken_at.is_none() {
+                    " (at least: every step held it)"
+                } else {
+                    ""
+                },
+                report.shape
+            );
+        }
+        Some((c, None)) => {
+            let _ = writeln!(
+                out,
+                "      # policy: proactive, its capacity learned from the fleet (no step held the SLO: {})",
+                c.slo.describe()
+            );
+        }
+        None => {}
+    }
     match v.capacity_rps_per_replica {
+        _ if v.slo_capacity.is_some() => {}
         Some(c) => {
             let _ = writeln!(
                 out,
@@ -264,7 +330,19 @@ pub fn scaledobject_snippet(report: &LoadtestReport) -> String {
             "0.07",
         ),
     ] {
-        if let Some(p95) = p95 {
+        let given = v.slo_capacity.as_ref().and_then(|c| {
+            if key == "ttftSloSeconds" {
+                c.slo.ttft_seconds
+            } else {
+                c.slo.itl_seconds
+            }
+        });
+        if let Some(slo) = given {
+            let _ = writeln!(
+                out,
+                "      {key}: \"{slo}\"  # the SLO the capacity was measured within"
+            );
+        } else if let Some(p95) = p95 {
             let slo = format!("{:.3}", (p95 * 2.0 / step).ceil() * step);
             let slo = slo.trim_end_matches('0').trim_end_matches('.');
             let _ = writeln!(

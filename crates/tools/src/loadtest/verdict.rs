@@ -147,6 +147,53 @@ pub struct VerdictSettings {
     pub max_error_rate: f64,
     /// The smallest queueDepthPerReplica recommended (a smaller one makes scaling jumpy).
     pub min_queue_depth_per_replica: u32,
+    /// The latency SLO the capacity within the SLO is measured at (none: not measured).
+    pub slo: Option<LatencySlo>,
+}
+
+/// A P95 latency SLO: TTFT, ITL or both (client side, seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatencySlo {
+    /// P95 time to first token at most this, seconds.
+    pub ttft_seconds: Option<f64>,
+    /// P95 inter-token latency at most this, seconds.
+    pub itl_seconds: Option<f64>,
+}
+
+impl LatencySlo {
+    /// "P95 TTFT <= 2 s, P95 ITL <= 0.07 s".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(t) = self.ttft_seconds {
+            parts.push(format!("P95 TTFT <= {t} s"));
+        }
+        if let Some(t) = self.itl_seconds {
+            parts.push(format!("P95 ITL <= {t} s"));
+        }
+        parts.join(", ")
+    }
+}
+
+/// What one replica serves within a latency SLO: the rate of the last step, in order, whose
+/// client-side P95 TTFT and ITL stayed within it (and whose errors stayed within the limit),
+/// before the first step that broke it. The guide's saturation (queue, e2e bend) does not
+/// enter it: it is the capacity "at the SLO" the proactive policy learns from the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloCapacity {
+    /// The SLO.
+    pub slo: LatencySlo,
+    /// The last step within it (none: the first step already broke it).
+    pub step: Option<usize>,
+    /// Its offered rate.
+    pub offered_rps: Option<f64>,
+    /// Successful completions per second per replica at that step.
+    pub rps_per_replica: Option<f64>,
+    /// The first step that broke the SLO (none: every step held it).
+    pub broken_at: Option<usize>,
+    /// Its offered rate.
+    pub broken_rps: Option<f64>,
+    /// Why it broke (empty when every step held it).
+    pub reasons: Vec<String>,
 }
 
 impl Default for VerdictSettings {
@@ -157,6 +204,7 @@ impl Default for VerdictSettings {
             latency_bend_factor: 2.0,
             max_error_rate: 0.01,
             min_queue_depth_per_replica: 3,
+            slo: None,
         }
     }
 }
@@ -206,6 +254,57 @@ pub struct Verdict {
     pub summary: String,
     /// Per step.
     pub steps: Vec<StepJudgement>,
+    /// The capacity within the latency SLO, when one was given.
+    #[serde(default)]
+    pub slo_capacity: Option<SloCapacity>,
+}
+
+/// Why `step` breaks `slo` (empty: within it).
+fn slo_breaks(step: &StepResult, slo: &LatencySlo, max_error_rate: f64) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for (what, limit, p95) in [
+        ("TTFT", slo.ttft_seconds, step.ttft.p95),
+        ("ITL", slo.itl_seconds, step.itl.p95),
+    ] {
+        let Some(limit) = limit else { continue };
+        match p95 {
+            Some(p) if p <= limit => {}
+            Some(p) => reasons.push(format!("P95 {what} {p:.3} s > SLO {limit} s")),
+            None => reasons.push(format!("no {what} measured")),
+        }
+    }
+    let rate = step.error_rate();
+    if rate > max_error_rate {
+        reasons.push(format!(
+            "errors: {:.1} % of requests failed (limit {:.1} %)",
+            rate * 100.0,
+            max_error_rate * 100.0
+        ));
+    }
+    reasons
+}
+
+/// The capacity within `slo`: see [`SloCapacity`].
+pub fn slo_capacity(steps: &[StepResult], settings: &VerdictSettings) -> Option<SloCapacity> {
+    let slo = settings.slo?;
+    let replicas = settings.replicas.max(1) as f64;
+    let broken = steps.iter().enumerate().find_map(|(i, s)| {
+        let r = slo_breaks(s, &slo, settings.max_error_rate);
+        (!r.is_empty()).then_some((i, r))
+    });
+    let within = match &broken {
+        Some((i, _)) => i.checked_sub(1),
+        None => steps.len().checked_sub(1),
+    };
+    Some(SloCapacity {
+        slo,
+        step: within,
+        offered_rps: within.map(|i| steps[i].offered_rps),
+        rps_per_replica: within.map(|i| steps[i].ok_rps / replicas),
+        broken_at: broken.as_ref().map(|b| b.0),
+        broken_rps: broken.as_ref().map(|b| steps[b.0].offered_rps),
+        reasons: broken.map(|b| b.1).unwrap_or_default(),
+    })
 }
 
 /// Judges one step against the earlier ones.
@@ -348,6 +447,7 @@ pub fn decide(steps: &[StepResult], settings: &VerdictSettings) -> Verdict {
         healthy_itl_p95_seconds: healthy.and_then(|h| h.itl.p95),
         summary,
         steps: judgements,
+        slo_capacity: slo_capacity(steps, settings),
     }
 }
 
@@ -450,6 +550,53 @@ mod tests {
         assert!(v.steps[5].reasons[0].contains("latency bent"));
         assert_eq!(v.queue_depth_per_replica, None);
         assert!(v.queue_depth_basis.contains("--metrics-url"));
+    }
+
+    #[test]
+    fn the_capacity_within_the_slo_is_the_last_step_before_a_p95_breaks_it() {
+        // TTFT P95 0.1 s per 10 req/s offered; ITL flat at 20 ms; the guide's saturation (the
+        // queue) comes at 40 req/s.
+        let mut s = steps(35.0);
+        for st in &mut s {
+            st.ttft.p95 = Some(st.offered_rps / 100.0);
+            st.itl.p95 = Some(0.02);
+        }
+        let slo = |ttft, itl| VerdictSettings {
+            slo: Some(LatencySlo {
+                ttft_seconds: ttft,
+                itl_seconds: itl,
+            }),
+            ..VerdictSettings::default()
+        };
+        let v = decide(&s, &slo(Some(0.25), Some(0.05)));
+        let c = v.slo_capacity.unwrap();
+        assert_eq!((c.step, c.broken_at), (Some(1), Some(2)));
+        assert_eq!(c.rps_per_replica, Some(20.0));
+        assert_eq!(c.reasons, vec!["P95 TTFT 0.300 s > SLO 0.25 s"]);
+        // The guide's verdict is unchanged by an SLO.
+        assert_eq!(v.capacity_rps_per_replica, Some(30.0));
+        assert_eq!(c.slo.describe(), "P95 TTFT <= 0.25 s, P95 ITL <= 0.05 s");
+        // A looser SLO reads past the guide's saturation: at 40 req/s the server completes
+        // its capacity, 35 req/s.
+        let c = decide(&s, &slo(Some(0.45), None)).slo_capacity.unwrap();
+        assert_eq!((c.step, c.broken_at), (Some(3), Some(4)));
+        assert_eq!(c.rps_per_replica, Some(35.0));
+        // ITL alone; every step within it.
+        let c = decide(&s, &slo(None, Some(0.05))).slo_capacity.unwrap();
+        assert_eq!((c.step, c.broken_at), (Some(6), None));
+        assert!(c.reasons.is_empty());
+        // The first step already over it; a step with nothing measured breaks it too.
+        let c = decide(&s, &slo(Some(0.05), None)).slo_capacity.unwrap();
+        assert_eq!(
+            (c.step, c.rps_per_replica, c.broken_at),
+            (None, None, Some(0))
+        );
+        s[1].itl.p95 = None;
+        let c = decide(&s, &slo(None, Some(0.05))).slo_capacity.unwrap();
+        assert_eq!(c.broken_at, Some(1));
+        assert_eq!(c.reasons, vec!["no ITL measured"]);
+        // No SLO, no such capacity.
+        assert_eq!(decide(&s, &VerdictSettings::default()).slo_capacity, None);
     }
 
     #[test]
