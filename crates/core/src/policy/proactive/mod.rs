@@ -277,12 +277,18 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     .split_once('=')
                     .ok_or_else(|| format!("{part:?} is not KEY=VALUE; {expected}"))?;
                 let (k, v) = (k.trim(), v.trim());
+                // A setting with two values: true for the first.
+                let two = |yes: &str, no: &str| {
+                    if v == yes {
+                        Ok(true)
+                    } else if v == no {
+                        Ok(false)
+                    } else {
+                        Err(format!("{k}={v:?} is not `{yes}` or `{no}`; {expected}"))
+                    }
+                };
                 if k == "periodic" {
-                    c.periodic = match v {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(format!("{k}={v:?} is not `on` or `off`; {expected}")),
-                    };
+                    c.periodic = two("on", "off")?;
                     continue;
                 }
                 if k == "settle" {
@@ -308,27 +314,11 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     continue;
                 }
                 if k == "breach" {
-                    c.breach_needs_queue = match v {
-                        "any" => false,
-                        "queued" => true,
-                        _ => {
-                            return Err(format!(
-                                "breach={v:?} is not `any` or `queued`; {expected}"
-                            ));
-                        }
-                    };
+                    c.breach_needs_queue = two("queued", "any")?;
                     continue;
                 }
                 if k == "backstop" {
-                    c.backstop_always = match v {
-                        "always" => true,
-                        "growing" => false,
-                        _ => {
-                            return Err(format!(
-                                "backstop={v:?} is not `always` or `growing`; {expected}"
-                            ));
-                        }
-                    };
+                    c.backstop_always = two("always", "growing")?;
                     continue;
                 }
                 let zero_ok = matches!(
