@@ -138,6 +138,12 @@ pub struct ProactiveConfig {
     /// do not shorten, so it neither lowers the estimate nor keeps a throughput from raising
     /// it. An ITL breach counts either way (the decode batch is shared by every request).
     pub breach_needs_queue: bool,
+    /// How the start-up time is learned when not set (`startups=ask|each`): `ask` (false), an
+    /// ask is answered when the ready replicas reach it, and a withdrawal lowers what is
+    /// waited for (so a cut-back ask times its fastest replicas); `each` (true), every replica
+    /// asked is matched, oldest first, with the next replica that becomes ready, and the
+    /// start-up is the running mean over replicas.
+    pub startup_each: bool,
 }
 
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
@@ -199,6 +205,7 @@ impl Default for ProactiveConfig {
             hold_startups: DEFAULT_HOLD_STARTUPS,
             onset_seconds: DEFAULT_ONSET_SECONDS,
             breach_needs_queue: DEFAULT_BREACH_NEEDS_QUEUE,
+            startup_each: DEFAULT_STARTUP_EACH,
         }
     }
 }
@@ -239,6 +246,10 @@ pub const DEFAULT_ONSET_SECONDS: f64 = 0.0;
 /// Whether a TTFT breach teaches capacity only while requests queue, by default (no: any
 /// sustained breach does).
 pub const DEFAULT_BREACH_NEEDS_QUEUE: bool = false;
+/// Whether the start-up time is learned per replica by default (no: per ask).
+pub const DEFAULT_STARTUP_EACH: bool = false;
+/// How far one replica's start-up moves the learned start-up time under `startups=each`.
+const STARTUP_EACH_WEIGHT: f64 = 0.1;
 /// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
@@ -262,7 +273,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100) and `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none) and `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100) and `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none) `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue) and `; startups=ask|each` (the start-up time learned per ask or per replica)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -319,6 +330,10 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 }
                 if k == "backstop" {
                     c.backstop_always = two("always", "growing")?;
+                    continue;
+                }
+                if k == "startups" {
+                    c.startup_each = two("each", "ask")?;
                     continue;
                 }
                 let zero_ok = matches!(
@@ -387,6 +402,10 @@ pub struct Proactive {
     pending_ask: Option<(Duration, u32)>,
     /// The start-up time learned from answered asks, seconds.
     startup_learned: Option<f64>,
+    /// Under `startups=each`: when each replica still starting was asked for, oldest first.
+    asks: VecDeque<Duration>,
+    /// The ready replicas at the last decision.
+    last_ready: Option<u32>,
     /// Needs at the horizon over the calm period: (when, replicas).
     needs: VecDeque<(Duration, u32)>,
     /// The demand's own needs (without the backlog) over the hold (`hold=K` start-ups).
@@ -430,6 +449,8 @@ impl Proactive {
             recurrence: Recurrence::default(),
             pending_ask: None,
             startup_learned: None,
+            asks: VecDeque::new(),
+            last_ready: None,
             needs: VecDeque::new(),
             own_needs: VecDeque::new(),
             ready_seen: VecDeque::new(),
@@ -858,6 +879,15 @@ impl Proactive {
         if self.hindsight.observe(now, fc.now, ready, level.max(ready)) {
             self.comparison = self.hindsight.compare(cap, c.min_replicas, c.max_replicas);
         }
+        if self.config.startup_each {
+            // One entry per replica asked beyond the ready ones: a withdrawal takes back the
+            // newest asks, a new ask adds entries stamped now.
+            let starting = level.saturating_sub(ready) as usize;
+            self.asks.truncate(starting);
+            while self.asks.len() < starting {
+                self.asks.push_back(now);
+            }
+        }
         if level <= ready {
             self.pending_ask = None;
         } else if let Some((_, asked)) = &mut self.pending_ask {
@@ -971,6 +1001,24 @@ impl Proactive {
 
     /// Learns the start-up time: an ask is answered when the ready replicas reach its level.
     fn learn_startup(&mut self, now: Duration, ready: u32) {
+        let arrived = self
+            .last_ready
+            .map_or(0, |before| ready.saturating_sub(before));
+        self.last_ready = Some(ready);
+        if self.config.startup_each {
+            // Each replica that became ready answers the oldest ask still waiting.
+            for _ in 0..arrived {
+                let Some(at) = self.asks.pop_front() else {
+                    break;
+                };
+                let sample = now.saturating_sub(at).as_secs_f64();
+                self.startup_learned = Some(match self.startup_learned {
+                    Some(s) => (1.0 - STARTUP_EACH_WEIGHT) * s + STARTUP_EACH_WEIGHT * sample,
+                    None => sample,
+                });
+            }
+            return;
+        }
         if let Some((at, level)) = self.pending_ask
             && ready >= level
         {
