@@ -142,7 +142,8 @@ pub struct ProactiveConfig {
     /// ask is answered when the ready replicas reach it, and a withdrawal lowers what is
     /// waited for (so a cut-back ask times its fastest replicas); `each` (true), every replica
     /// asked is matched, oldest first, with the next replica that becomes ready, and the
-    /// start-up is the running mean over replicas.
+    /// start-up is the mean over the first ten replicas, then a running mean that moves by a
+    /// tenth per replica.
     pub startup_each: bool,
 }
 
@@ -248,8 +249,9 @@ pub const DEFAULT_ONSET_SECONDS: f64 = 0.0;
 pub const DEFAULT_BREACH_NEEDS_QUEUE: bool = false;
 /// Whether the start-up time is learned per replica by default (no: per ask).
 pub const DEFAULT_STARTUP_EACH: bool = false;
-/// How far one replica's start-up moves the learned start-up time under `startups=each`.
-const STARTUP_EACH_WEIGHT: f64 = 0.1;
+/// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
+/// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
+const STARTUP_EACH_WINDOW: u32 = 10;
 /// Beyond the start-up horizon, how far ahead a repeating pattern is looked at: a replica
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
@@ -406,6 +408,8 @@ pub struct Proactive {
     asks: VecDeque<Duration>,
     /// The ready replicas at the last decision.
     last_ready: Option<u32>,
+    /// Replica start-ups learned from under `startups=each`.
+    startups_seen: u32,
     /// Needs at the horizon over the calm period: (when, replicas).
     needs: VecDeque<(Duration, u32)>,
     /// The demand's own needs (without the backlog) over the hold (`hold=K` start-ups).
@@ -451,6 +455,7 @@ impl Proactive {
             startup_learned: None,
             asks: VecDeque::new(),
             last_ready: None,
+            startups_seen: 0,
             needs: VecDeque::new(),
             own_needs: VecDeque::new(),
             ready_seen: VecDeque::new(),
@@ -1012,10 +1017,10 @@ impl Proactive {
                     break;
                 };
                 let sample = now.saturating_sub(at).as_secs_f64();
-                self.startup_learned = Some(match self.startup_learned {
-                    Some(s) => (1.0 - STARTUP_EACH_WEIGHT) * s + STARTUP_EACH_WEIGHT * sample,
-                    None => sample,
-                });
+                self.startups_seen = self.startups_seen.saturating_add(1);
+                let weight = 1.0 / f64::from(self.startups_seen.min(STARTUP_EACH_WINDOW));
+                let s = self.startup_learned.unwrap_or(sample);
+                self.startup_learned = Some(s + weight * (sample - s));
             }
             return;
         }

@@ -132,6 +132,16 @@ fn the_policy_value_is_read_with_its_settings() {
             .unwrap()
             .breach_needs_queue
     );
+    assert!(
+        parse_policy("proactive; startups=each")
+            .unwrap()
+            .unwrap()
+            .startup_each
+    );
+    assert_eq!(
+        parse_policy("proactive; startups=ask"),
+        Ok(Some(ProactiveConfig::default()))
+    );
     assert_eq!(
         parse_policy("proactive; breach=any"),
         Ok(Some(ProactiveConfig::default()))
@@ -174,6 +184,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; onset=-5",
         "proactive; onset=3601",
         "proactive; breach=queue",
+        "proactive; startups=all",
         "proactive; breach=",
     ] {
         let e = parse_policy(bad).unwrap_err();
@@ -467,6 +478,36 @@ fn under_breach_queued_a_ttft_breach_without_a_queue_is_not_counted_against_capa
         &slow_decode,
     );
     assert!(c < 10.0, "{c}");
+}
+
+#[test]
+fn under_startups_each_every_replica_answers_the_oldest_ask() {
+    // One replica ready; a demand of 30 req/s at 10 req/s per replica and 80 % asks for 4 at
+    // once (t = 0). The three replicas arrive at 100, 200 and 300 s. A few requests wait
+    // throughout, so the throughput per replica does not teach capacity (the prior stays).
+    let ready_at =
+        |t: u64| 1 + usize::from(t >= 100) + usize::from(t >= 200) + usize::from(t >= 300);
+    let signals = |t: u64| {
+        let mut s = fleet(ready_at(t), 30.0, 30.0);
+        s.fleet.queue_depth = 10.0;
+        s
+    };
+    let mut r = Run::new("proactive; capacity=10; startups=each", 1);
+    let mut first = None;
+    for t in (0..=320).step_by(2) {
+        let d = r.at(t, &signals(t));
+        first.get_or_insert(d.desired_replicas);
+    }
+    assert_eq!(r.proactive.capacity(), Some(10.0));
+    assert_eq!(first, Some(4));
+    // Samples 100, 200 and 300 s: their mean, not the last (the ask answered) nor the first.
+    assert_eq!(r.proactive.horizon_seconds(), 200.0);
+    // Under `startups=ask` the same run learns the time to the whole ask.
+    let mut r = Run::new("proactive; capacity=10", 1);
+    for t in (0..=320).step_by(2) {
+        r.at(t, &signals(t));
+    }
+    assert_eq!(r.proactive.horizon_seconds(), 300.0);
 }
 
 #[test]
