@@ -78,7 +78,7 @@ SCALER_METADATA_KEYS = {
     "scaleUpStabilizationSeconds", "scaleDownPods", "scaleDownPeriodSeconds",
     "scaleDownStabilizationSeconds", "startupGraceSeconds", "scrapeIntervalSeconds",
     "hpaTolerance", "mode", "dcgmEndpoints", "dcgmService",
-    "scalerAddress", "enableTLS", "unsafeSsl",
+    "scalerAddress", "enableTLS", "unsafeSsl", "policy",
 }
 
 
