@@ -268,14 +268,16 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `settle=on|off|steady|band` (once the ready replicas cover the demand, the backlog drains
 /// on them and starting replicas beyond the need are withdrawn at once; `steady` and `band`
 /// steady that, see [`Settle`]),
-/// `hold=K` (start-up times a passed burst's capacity is held, 0 for none) and `onset=S`
-/// (seconds over which the in-flight growth is also measured, 0 for none).
+/// `hold=K` (start-up times a passed burst's capacity is held, 0 for none), `onset=S`
+/// (seconds over which the in-flight growth is also measured, 0 for none),
+/// `breach=any|queued` (whether a TTFT breach lowers the capacity estimate with no queue) and
+/// `startups=ask|each` (the start-up time learned per ask or per replica).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100) and `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none) `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue) and `; startups=ask|each` (the start-up time learned per ask or per replica)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue) and `; startups=ask|each` (the start-up time learned per ask or per replica)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -910,16 +912,16 @@ impl Proactive {
             demand_need,
             self.startup_learned.is_some() || self.config.startup_seconds.is_some(),
         );
-        if !ttft_counts {
-            if let (Some(q), Some(slo)) = (f.ttft_seconds.p95, c.ttft_slo_seconds) {
-                if q.is_finite() && q > slo {
-                    numbers.push_str(&format!(
-                        "; P95 TTFT {} s over the SLO of {} s with no queue: the prompts' own prefill, not counted against capacity (breach=queued)",
-                        num(q),
-                        num(slo)
-                    ));
-                }
-            }
+        if !ttft_counts
+            && let (Some(q), Some(slo)) = (f.ttft_seconds.p95, c.ttft_slo_seconds)
+            && q.is_finite()
+            && q > slo
+        {
+            numbers.push_str(&format!(
+                "; P95 TTFT {} s over the SLO of {} s with no queue: the prompts' own prefill, not counted against capacity (breach=queued)",
+                num(q),
+                num(slo)
+            ));
         }
         if settled && ready < own_need {
             numbers.push_str(&format!(
@@ -1004,7 +1006,8 @@ impl Proactive {
         }
     }
 
-    /// Learns the start-up time: an ask is answered when the ready replicas reach its level.
+    /// Learns the start-up time: an ask is answered when the ready replicas reach its level;
+    /// under `startups=each`, each replica that became ready answers the oldest ask.
     fn learn_startup(&mut self, now: Duration, ready: u32) {
         let arrived = self
             .last_ready
