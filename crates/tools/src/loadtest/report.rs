@@ -256,14 +256,14 @@ pub fn scaledobject_snippet(report: &LoadtestReport) -> String {
     let _ = writeln!(out, "      scalerAddress: {}", report.scaler_address);
     let _ = writeln!(out, "      model: {:?}", report.model);
     // The proactive policy starts from this capacity instead of learning it from the fleet
-    // first; the start-up time is not measured here and stays learned. With a latency SLO
+    // first; the start-up time is not measured here (the comment asks for it). With a latency SLO
     // given, the prior is the capacity within it (what the policy learns: a throughput
     // served within the SLO), not the guide's saturation.
     match v.slo_capacity.as_ref().map(|c| (c, c.rps_per_replica)) {
         Some((c, Some(r))) => {
             let _ = writeln!(
                 out,
-                "      policy: \"proactive; {}\"  # prior: one replica's capacity within the SLO ({}){}, for these request sizes ({}); the start-up time is learned",
+                "      policy: \"proactive; {}\"  # prior: one replica's capacity within the SLO ({}){}, for these request sizes ({}); add `; startup=S`, your pods' mean start-up in seconds (recommended, docs/policy.md)",
                 capacity_setting(r),
                 c.slo.describe(),
                 if c.broken_at.is_none() {
@@ -288,7 +288,7 @@ pub fn scaledobject_snippet(report: &LoadtestReport) -> String {
         Some(c) => {
             let _ = writeln!(
                 out,
-                "      policy: \"proactive; {}\"  # prior: one replica's capacity at the last healthy step, for these request sizes ({}); the start-up time is learned",
+                "      policy: \"proactive; {}\"  # prior: one replica's capacity at the last healthy step, for these request sizes ({}); add `; startup=S`, your pods' mean start-up in seconds (recommended, docs/policy.md)",
                 capacity_setting(c),
                 report.shape
             );
@@ -314,13 +314,16 @@ pub fn scaledobject_snippet(report: &LoadtestReport) -> String {
     }
     // Scale-in waits for each latency below half its SLO, so an SLO at twice the healthy P95
     // lets a healthy fleet scale in while a bending one scales out.
-    for (key, what, p95, step, default) in [
+    // The SLOs the capacity was measured within, when given, are the ones to deploy with.
+    let slo = v.slo_capacity.as_ref().map(|c| c.slo);
+    for (key, what, p95, step, default, given) in [
         (
             "ttftSloSeconds",
             "TTFT",
             v.healthy_ttft_p95_seconds,
             0.1,
             "2",
+            slo.and_then(|s| s.ttft_seconds),
         ),
         (
             "itlSloSeconds",
@@ -328,15 +331,9 @@ pub fn scaledobject_snippet(report: &LoadtestReport) -> String {
             v.healthy_itl_p95_seconds,
             0.005,
             "0.07",
+            slo.and_then(|s| s.itl_seconds),
         ),
     ] {
-        let given = v.slo_capacity.as_ref().and_then(|c| {
-            if key == "ttftSloSeconds" {
-                c.slo.ttft_seconds
-            } else {
-                c.slo.itl_seconds
-            }
-        });
         if let Some(slo) = given {
             let _ = writeln!(
                 out,
