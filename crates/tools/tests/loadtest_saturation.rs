@@ -270,4 +270,19 @@ async fn saturation_point_threshold_and_capacity_match_the_known_capacity() {
         .unwrap();
     assert!((prior / r - 1.0).abs() < 1e-3, "{prior} vs {r}\n{snippet}");
     assert_eq!(config.policy.ttft_slo_seconds, Some(0.5));
+
+    // An SLO no step held (1 ms TTFT): no prior, and the snippet says why instead.
+    with_slo.settings.slo = Some(LatencySlo {
+        ttft_seconds: Some(0.001),
+        itl_seconds: None,
+    });
+    with_slo.verdict = decide(&with_slo.steps, &with_slo.settings);
+    let sc = with_slo.verdict.slo_capacity.clone().expect("measured");
+    assert_eq!((sc.step, sc.broken_at), (None, Some(0)));
+    let snippet = vllm_keda_tools::loadtest::report::scaledobject_snippet(&with_slo);
+    assert!(
+        !snippet.contains("\n      policy:")
+            && snippet.contains("# policy: proactive, its capacity learned from the fleet (no step held the SLO: P95 TTFT <= 0.001 s)"),
+        "{snippet}"
+    );
 }

@@ -259,44 +259,47 @@ pub fn scaledobject_snippet(report: &LoadtestReport) -> String {
     // first; the start-up time is not measured here (the comment asks for it). With a latency SLO
     // given, the prior is the capacity within it (what the policy learns: a throughput
     // served within the SLO), not the guide's saturation.
-    match v.slo_capacity.as_ref().map(|c| (c, c.rps_per_replica)) {
-        Some((c, Some(r))) => {
-            let _ = writeln!(
-                out,
-                "      policy: \"proactive; {}\"  # prior: one replica's capacity within the SLO ({}){}, for these request sizes ({}); add `; startup=S`, your pods' mean start-up in seconds (recommended, docs/policy.md)",
-                capacity_setting(r),
-                c.slo.describe(),
-                if c.broken_at.is_none() {
+    let prior = match &v.slo_capacity {
+        Some(c) => c
+            .rps_per_replica
+            .map(|r| {
+                let at_least = if c.broken_at.is_none() {
                     " (at least: every step held it)"
                 } else {
                     ""
-                },
+                };
+                (
+                    r,
+                    format!(
+                        "one replica's capacity within the SLO ({}){at_least}",
+                        c.slo.describe()
+                    ),
+                )
+            })
+            .ok_or_else(|| format!("no step held the SLO: {}", c.slo.describe())),
+        None => v
+            .capacity_rps_per_replica
+            .map(|r| {
+                (
+                    r,
+                    "one replica's capacity at the last healthy step".to_owned(),
+                )
+            })
+            .ok_or_else(|| "no healthy step measured a prior".to_owned()),
+    };
+    match prior {
+        Ok((r, basis)) => {
+            let _ = writeln!(
+                out,
+                "      policy: \"proactive; {}\"  # prior: {basis}, for these request sizes ({}); add `; startup=S`, your pods' mean start-up in seconds (recommended, docs/policy.md)",
+                capacity_setting(r),
                 report.shape
             );
         }
-        Some((c, None)) => {
+        Err(why) => {
             let _ = writeln!(
                 out,
-                "      # policy: proactive, its capacity learned from the fleet (no step held the SLO: {})",
-                c.slo.describe()
-            );
-        }
-        None => {}
-    }
-    match v.capacity_rps_per_replica {
-        _ if v.slo_capacity.is_some() => {}
-        Some(c) => {
-            let _ = writeln!(
-                out,
-                "      policy: \"proactive; {}\"  # prior: one replica's capacity at the last healthy step, for these request sizes ({}); add `; startup=S`, your pods' mean start-up in seconds (recommended, docs/policy.md)",
-                capacity_setting(c),
-                report.shape
-            );
-        }
-        None => {
-            let _ = writeln!(
-                out,
-                "      # policy: proactive, its capacity learned from the fleet (no healthy step measured a prior)"
+                "      # policy: proactive, its capacity learned from the fleet ({why})"
             );
         }
     }

@@ -273,15 +273,20 @@ fn slo_breaks(step: &StepResult, slo: &LatencySlo, max_error_rate: f64) -> Vec<S
             None => reasons.push(format!("no {what} measured")),
         }
     }
+    reasons.extend(errors_over(step, max_error_rate));
+    reasons
+}
+
+/// Why `step` failed too many requests, if it did.
+fn errors_over(step: &StepResult, max_error_rate: f64) -> Option<String> {
     let rate = step.error_rate();
-    if rate > max_error_rate {
-        reasons.push(format!(
+    (rate > max_error_rate).then(|| {
+        format!(
             "errors: {:.1} % of requests failed (limit {:.1} %)",
             rate * 100.0,
             max_error_rate * 100.0
-        ));
-    }
-    reasons
+        )
+    })
 }
 
 /// The capacity within `slo`: see [`SloCapacity`].
@@ -339,14 +344,7 @@ pub fn judge_step(
             p95 / best
         ));
     }
-    let rate = step.error_rate();
-    if rate > settings.max_error_rate {
-        reasons.push(format!(
-            "errors: {:.1} % of requests failed (limit {:.1} %)",
-            rate * 100.0,
-            settings.max_error_rate * 100.0
-        ));
-    }
+    reasons.extend(errors_over(step, settings.max_error_rate));
     StepJudgement {
         index: step.index,
         offered_rps: step.offered_rps,
