@@ -135,6 +135,14 @@ impl PodCompute {
             ttft_seconds: quantiles(TTFT),
             itl_seconds: quantiles(ITL),
             queue_time_seconds: quantiles(QUEUE),
+            ttft_buckets: self.hists[TTFT]
+                .as_ref()
+                .map(|h| h.buckets.clone())
+                .unwrap_or_default(),
+            itl_buckets: self.hists[ITL]
+                .as_ref()
+                .map(|h| h.buckets.clone())
+                .unwrap_or_default(),
             requests_per_second: self.per_second(self.success_total),
             requests_finished_in_window: self.success_total.unwrap_or(0.0),
             finished_per_second_by_reason: self
@@ -240,6 +248,8 @@ impl FleetAccumulator {
             ttft_seconds: quantiles_of(ttft),
             itl_seconds: quantiles_of(itl),
             queue_time_seconds: quantiles_of(queue),
+            ttft_buckets: ttft.clone(),
+            itl_buckets: itl.clone(),
             requests_per_second: self.requests_per_second,
             requests_finished_in_window: self.requests_finished,
             finished_per_second_by_reason: self.by_reason,

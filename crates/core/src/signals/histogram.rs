@@ -287,6 +287,36 @@ pub fn quantiles_of(buckets: &[Bucket]) -> Quantiles {
     }
 }
 
+/// The share (0..1) of the observations in `buckets` at or below `x`: the inverse of
+/// [`histogram_quantile`] on the same linear interpolation inside a bucket, so
+/// `histogram_quantile(q) <= x` exactly when the share at `x` is at least `q` (where the
+/// cumulative counts rise). Above the highest finite bound the share is that bound's count
+/// over all observations (what the `+Inf` bucket holds is above every bound). `None` where
+/// [`histogram_quantile`] is undefined (no observations, no `+Inf` bucket) or `x` is NaN.
+pub fn histogram_share_at_most(x: f64, buckets: &[Bucket]) -> Option<f64> {
+    if x.is_nan() {
+        return None;
+    }
+    let b = prepare(buckets)?;
+    let n = b.len();
+    let observations = b[n - 1].count;
+    // The first finite bucket whose upper bound reaches `x`.
+    let i = b[..n - 1].partition_point(|bucket| bucket.le < x);
+    let below = if i == n - 1 {
+        b[n - 2].count
+    } else if i == 0 {
+        if b[0].le <= 0.0 || x <= 0.0 {
+            if x >= b[0].le { b[0].count } else { 0.0 }
+        } else {
+            b[0].count * (x / b[0].le)
+        }
+    } else {
+        let (start, end) = (b[i - 1].le, b[i].le);
+        b[i - 1].count + (b[i].count - b[i - 1].count) * ((x - start) / (end - start))
+    };
+    Some((below / observations).clamp(0.0, 1.0))
+}
+
 /// Sorted, coalesced, monotonic buckets ending in `+Inf` with at least one observation.
 /// Borrowed when the input already is (the usual case: one layout, cumulative deltas).
 fn prepare(buckets: &[Bucket]) -> Option<std::borrow::Cow<'_, [Bucket]>> {
@@ -415,6 +445,38 @@ mod tests {
     }
 
     const INF: f64 = f64::INFINITY;
+
+    #[test]
+    fn the_share_at_a_bound_is_the_inverse_of_the_quantile() {
+        // 100 observations: 10 up to 0.5 s, 60 up to 1 s, 90 up to 2.5 s, 100 in +Inf.
+        let h = buckets(&[(0.5, 10.0), (1.0, 60.0), (2.5, 90.0), (INF, 100.0)]);
+        let share = |x| histogram_share_at_most(x, &h).unwrap();
+        assert!((share(0.25) - 0.05).abs() < 1e-12, "first bucket from 0");
+        assert!((share(1.0) - 0.60).abs() < 1e-12);
+        assert!((share(2.0) - (0.60 + 0.30 * (1.0 / 1.5))).abs() < 1e-12);
+        assert!((share(2.5) - 0.90).abs() < 1e-12);
+        assert!(
+            (share(1000.0) - 0.90).abs() < 1e-12,
+            "+Inf holds what is above"
+        );
+        assert_eq!(share(-1.0), 0.0);
+        // P95 at or below x exactly when at least 95 % are at or below x.
+        for q in [0.05, 0.3, 0.6, 0.75, 0.85, 0.95, 0.99] {
+            let at = histogram_quantile(q, &h).unwrap();
+            let s = share(at);
+            if at < 2.5 {
+                assert!((s - q).abs() < 1e-9, "q {q}: quantile {at}, share {s}");
+            }
+            assert!(share(at * 1.001) >= q - 1e-9 || at >= 2.5);
+            assert!(share(at * 0.999) < q);
+        }
+        assert_eq!(
+            histogram_share_at_most(1.0, &buckets(&[(1.0, 0.0), (INF, 0.0)])),
+            None
+        );
+        assert_eq!(histogram_share_at_most(f64::NAN, &h), None);
+        assert_eq!(histogram_share_at_most(1.0, &buckets(&[(1.0, 3.0)])), None);
+    }
 
     #[test]
     fn interpolates_linearly_inside_the_bucket() {

@@ -41,7 +41,7 @@ pub mod snapshot;
 pub mod window;
 
 pub use gpu::{GpuDevice, GpuSnapshot};
-pub use histogram::{Bucket, Histogram, histogram_quantile};
+pub use histogram::{Bucket, Histogram, histogram_quantile, histogram_share_at_most};
 pub use snapshot::{Generation, PodSnapshot, SnapshotError, SnapshotInfo};
 pub use window::FleetWindow;
 
@@ -96,6 +96,14 @@ pub struct SignalSet {
     pub itl_seconds: Quantiles,
     /// Queue-time quantiles over the latency window.
     pub queue_time_seconds: Quantiles,
+    /// The TTFT histogram over the latency window (cumulative bucket deltas, summed across
+    /// pods): what [`SignalSet::share_within`] reads the share of requests within a TTFT from.
+    /// Not serialised (the quantiles above are its summary).
+    #[serde(skip)]
+    pub ttft_buckets: Vec<Bucket>,
+    /// The inter-token latency histogram over the latency window, as `ttft_buckets`.
+    #[serde(skip)]
+    pub itl_buckets: Vec<Bucket>,
     /// Finished requests per second over the latency window.
     pub requests_per_second: Option<f64>,
     /// Finished requests within the latency window (for activity).
@@ -112,6 +120,27 @@ pub struct SignalSet {
     pub generation_tokens_per_second: Option<f64>,
     /// Mean tokens per engine step (batch efficiency).
     pub batch_tokens_per_step: Option<f64>,
+}
+
+impl SignalSet {
+    /// The share (0..1) of the window's TTFT observations (`Latency::Ttft`) or inter-token
+    /// gaps (`Latency::Itl`) at or below `seconds`; `None` with no observation in the window.
+    pub fn share_within(&self, latency: Latency, seconds: f64) -> Option<f64> {
+        let buckets = match latency {
+            Latency::Ttft => &self.ttft_buckets,
+            Latency::Itl => &self.itl_buckets,
+        };
+        histogram_share_at_most(seconds, buckets)
+    }
+}
+
+/// A latency whose histogram the signals keep whole, for [`SignalSet::share_within`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Latency {
+    /// Time to first token.
+    Ttft,
+    /// Inter-token latency.
+    Itl,
 }
 
 /// Signals of one pod, with its health.

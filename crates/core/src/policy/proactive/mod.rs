@@ -13,7 +13,8 @@
 //! 3. learns the capacity of one replica within the SLO ([`capacity`]), from the throughput per
 //!    ready replica (once the ready replicas stayed the same for the rate window) while P95 TTFT and ITL stay within their SLOs, probed upwards while they
 //!    stay below half their SLOs under load, corrected down when they break at a lower
-//!    throughput; an optional prior starts it;
+//!    throughput; an optional prior starts it; with `attainment=F` "within" is at least F of
+//!    the window's first tokens and inter-token gaps within the SLOs instead of the P95s;
 //! 4. forecasts demand over the start-up horizon (learned from how long asked-for replicas took
 //!    to answer, or set): the current demand plus a rising trend over the horizon (at most the
 //!    slope over the last `rise` seconds: a step that has happened is not a ramp), and the
@@ -50,7 +51,7 @@ use self::hindsight::{Hindsight, StaticComparison};
 use super::explain::{num, pct};
 use super::hpa::{hpa_would_act, smallest_acted_scale_up};
 use super::{Decision, Mode, Policy, PolicyConfig, PolicyState, Reason};
-use crate::signals::FleetSignals;
+use crate::signals::{FleetSignals, Latency};
 
 /// The start-up horizon used until one is observed, seconds.
 const DEFAULT_STARTUP_SECONDS: f64 = 300.0;
@@ -145,6 +146,15 @@ pub struct ProactiveConfig {
     /// start-up is the mean over the first ten replicas, then a running mean that moves by a
     /// tenth per replica.
     pub startup_each: bool,
+    /// What "within the SLO" means to the capacity estimate (`attainment=F`): unset, P95 TTFT
+    /// and P95 ITL within their SLOs (the guide's measure); set, at least this share of the
+    /// latency window's first tokens and of its inter-token gaps within their SLOs, read from
+    /// the histograms' buckets. A breach is fewer than that share within, and "comfortable"
+    /// is that share within half the SLOs. `attainment=0.95` is the P95 test (the share at
+    /// the SLO is the inverse of the quantile); below it, a capacity at which some requests
+    /// miss, as the evaluation counts them (a trace whose longest prompts miss a TTFT at any
+    /// load keeps an estimate at all).
+    pub attainment: Option<f64>,
 }
 
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
@@ -207,6 +217,7 @@ impl Default for ProactiveConfig {
             onset_seconds: DEFAULT_ONSET_SECONDS,
             breach_needs_queue: DEFAULT_BREACH_NEEDS_QUEUE,
             startup_each: DEFAULT_STARTUP_EACH,
+            attainment: DEFAULT_ATTAINMENT,
         }
     }
 }
@@ -249,6 +260,8 @@ pub const DEFAULT_ONSET_SECONDS: f64 = 0.0;
 pub const DEFAULT_BREACH_NEEDS_QUEUE: bool = false;
 /// Whether the start-up time is learned per replica by default (no: per ask).
 pub const DEFAULT_STARTUP_EACH: bool = false;
+/// The default share within the SLO the capacity estimate holds to (none: the P95 test).
+pub const DEFAULT_ATTAINMENT: Option<f64> = None;
 /// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
 /// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
 const STARTUP_EACH_WINDOW: u32 = 10;
@@ -270,14 +283,16 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// steady that, see [`Settle`]),
 /// `hold=K` (start-up times a passed burst's capacity is held, 0 for none), `onset=S`
 /// (seconds over which the in-flight growth is also measured, 0 for none),
-/// `breach=any|queued` (whether a TTFT breach lowers the capacity estimate with no queue) and
-/// `startups=ask|each` (the start-up time learned per ask or per replica).
+/// `breach=any|queued` (whether a TTFT breach lowers the capacity estimate with no queue),
+/// `startups=ask|each` (the start-up time learned per ask or per replica) and `attainment=F`
+/// (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to, instead
+/// of the P95 test).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue) and `; startups=ask|each` (the start-up time learned per ask or per replica)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica) and `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -367,6 +382,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "rise" if x <= 86_400.0 => c.rise_seconds = x,
                     "hold" if x <= 100.0 => c.hold_startups = x,
                     "onset" if x <= 3_600.0 => c.onset_seconds = x,
+                    "attainment" if x <= 1.0 => c.attainment = Some(x),
                     _ => {
                         return Err(format!(
                             "{part:?}: unknown setting or out of range; {expected}"
@@ -527,16 +543,20 @@ impl Proactive {
                 .ready_seen
                 .front()
                 .is_some_and(|r| r.0.saturating_add(w.stable_for) <= now);
-        let over = |q: Option<f64>, slo: Option<f64>| match (q, slo) {
-            (Some(q), Some(s)) => q.is_finite() && q > s,
+        // A latency over `slo`: its P95, or under `attainment=F` fewer than F of the window's
+        // observations within it.
+        let attainment = self.config.attainment;
+        let over = |latency: Latency, q: Option<f64>, slo: Option<f64>| match (attainment, slo) {
+            (Some(a), Some(s)) => f.share_within(latency, s).is_some_and(|share| share < a),
+            (None, Some(s)) => q.is_some_and(|q| q.is_finite() && q > s),
             _ => false,
         };
         let queued = queue > f64::from(ready);
         // Under `breach=queued` a TTFT over its SLO with no queue is the prompts' own
         // prefill: it is not a replica at its limit.
         let ttft_counts = !self.config.breach_needs_queue || queued;
-        let breached = (ttft_counts && over(f.ttft_seconds.p95, c.ttft_slo_seconds))
-            || over(f.itl_seconds.p95, c.itl_slo_seconds);
+        let breached = (ttft_counts && over(Latency::Ttft, f.ttft_seconds.p95, c.ttft_slo_seconds))
+            || over(Latency::Itl, f.itl_seconds.p95, c.itl_slo_seconds);
         // A breach says what a replica serves only once it has lasted the whole rate window:
         // at a burst's onset the rate still counts the calm before it.
         if breached {
@@ -548,8 +568,8 @@ impl Proactive {
             .breach_since
             .is_some_and(|since| since.saturating_add(w.stable_for) <= now);
         let half = |slo: Option<f64>| slo.map(|s| s / 2.0);
-        let comfortable = !over(f.ttft_seconds.p95, half(c.ttft_slo_seconds))
-            && !over(f.itl_seconds.p95, half(c.itl_slo_seconds));
+        let comfortable = !over(Latency::Ttft, f.ttft_seconds.p95, half(c.ttft_slo_seconds))
+            && !over(Latency::Itl, f.itl_seconds.p95, half(c.itl_slo_seconds));
         self.capacity.observe(Observation {
             per_replica: finished / f64::from(replicas.max(1)),
             within_slo: stable && !breached && !queued,
@@ -921,6 +941,19 @@ impl Proactive {
                 "; P95 TTFT {} s over the SLO of {} s with no queue: the prompts' own prefill, not counted against capacity (breach=queued)",
                 num(q),
                 num(slo)
+            ));
+        }
+        if let Some(a) = self.config.attainment {
+            let share =
+                |latency, slo: Option<f64>| match slo.and_then(|s| f.share_within(latency, s)) {
+                    Some(x) => pct(x),
+                    None => "no observation".to_owned(),
+                };
+            numbers.push_str(&format!(
+                "; within the SLO over the latency window: TTFT {}, ITL {} (the capacity estimate holds to {}, attainment={a})",
+                share(Latency::Ttft, c.ttft_slo_seconds),
+                share(Latency::Itl, c.itl_slo_seconds),
+                pct(a),
             ));
         }
         if settled && ready < own_need {

@@ -94,6 +94,13 @@ fn the_policy_value_is_read_with_its_settings() {
         }))
     );
     assert_eq!(
+        parse_policy("proactive; attainment=0.9"),
+        Ok(Some(ProactiveConfig {
+            attainment: Some(0.9),
+            ..ProactiveConfig::default()
+        }))
+    );
+    assert_eq!(
         parse_policy("proactive; backlog=2; settle=on"),
         Ok(Some(ProactiveConfig {
             backlog_replicas: Some(2),
@@ -186,6 +193,9 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; breach=queue",
         "proactive; startups=all",
         "proactive; breach=",
+        "proactive; attainment=0",
+        "proactive; attainment=1.5",
+        "proactive; attainment=95%",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -476,6 +486,74 @@ fn under_breach_queued_a_ttft_breach_without_a_queue_is_not_counted_against_capa
     let (c, _) = run(
         "proactive; capacity=10; startup=300; breach=queued",
         &slow_decode,
+    );
+    assert!(c < 10.0, "{c}");
+}
+
+/// TTFT buckets (vLLM's bounds around the 2 s SLO) with `within` of 100 first tokens at or
+/// below 1 s and the rest between 2.5 and 5 s: a P95 of 2.5 s or more whenever fewer than 95
+/// are within.
+fn ttft_buckets(within: f64) -> Vec<crate::signals::Bucket> {
+    [
+        (0.5, within / 2.0),
+        (1.0, within),
+        (2.5, within),
+        (5.0, 100.0),
+        (f64::INFINITY, 100.0),
+    ]
+    .into_iter()
+    .map(|(le, count)| crate::signals::Bucket { le, count })
+    .collect()
+}
+
+#[test]
+fn under_attainment_a_share_of_requests_within_the_slo_is_what_capacity_holds_to() {
+    // Four replicas at 8 req/s each, nothing waiting, ITL within its SLO; 92 of every 100
+    // first tokens within 1 s and 8 over 2.5 s (long prompts): the P95 TTFT is over the 2 s
+    // SLO, 92 % are within it. Five minutes of it.
+    let mut mixed = fleet(4, 32.0, 40.0);
+    mixed.fleet.ttft_buckets = ttft_buckets(92.0);
+    mixed.fleet.ttft_seconds.p95 =
+        crate::signals::histogram_quantile(0.95, &mixed.fleet.ttft_buckets);
+    assert!(mixed.fleet.ttft_seconds.p95.unwrap() > 2.0);
+    let run = |metadata: &str, s: &FleetSignals| {
+        let mut r = Run::new(metadata, 4);
+        let mut last = None;
+        for t in (0..=300).step_by(2) {
+            last = Some(r.at(t, s));
+        }
+        (r.proactive.capacity().unwrap(), last.unwrap())
+    };
+    // By default (P95 within the SLO) that is a sustained breach: the estimate falls to 8.
+    let (c, _) = run("proactive; capacity=10; startup=300", &mixed);
+    assert!(c < 10.0, "{c}");
+    // Holding to 90 % within, 92 % is within the SLO: no breach (and 92 % within half the SLO
+    // is room to serve more, so the estimate probes upwards), and the decision shows the
+    // shares it read.
+    let (c, d) = run(
+        "proactive; capacity=10; startup=300; attainment=0.9",
+        &mixed,
+    );
+    assert!(c > 10.0, "{c}");
+    assert!(
+        d.explanation.contains(
+            "within the SLO over the latency window: TTFT 92 %, ITL no observation (the capacity estimate holds to 90 %, attainment=0.9)"
+        ),
+        "{}",
+        d.explanation
+    );
+    // Holding to 95 % it is the P95 test again: a breach.
+    let (c, _) = run(
+        "proactive; capacity=10; startup=300; attainment=0.95",
+        &mixed,
+    );
+    assert!(c < 10.0, "{c}");
+    // 85 % within breaks a 90 % hold.
+    let mut worse = mixed.clone();
+    worse.fleet.ttft_buckets = ttft_buckets(85.0);
+    let (c, _) = run(
+        "proactive; capacity=10; startup=300; attainment=0.9",
+        &worse,
     );
     assert!(c < 10.0, "{c}");
 }
