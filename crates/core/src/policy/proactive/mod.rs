@@ -155,6 +155,12 @@ pub struct ProactiveConfig {
     /// miss, as the evaluation counts them (a trace whose longest prompts miss a TTFT at any
     /// load keeps an estimate at all).
     pub attainment: Option<f64>,
+    /// Which latencies `attainment=F` reads as a share (`shares=both|ttft`): `both` (true),
+    /// first tokens and inter-token gaps; `ttft` (false), first tokens only, and inter-token
+    /// gaps keep the P95 test. A first token is one per request, the evaluation's unit; the
+    /// ITL histogram counts gaps, and a share of gaps within 70 ms is not a share of requests
+    /// within their time per output token.
+    pub attainment_shares_itl: bool,
 }
 
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
@@ -218,6 +224,7 @@ impl Default for ProactiveConfig {
             breach_needs_queue: DEFAULT_BREACH_NEEDS_QUEUE,
             startup_each: DEFAULT_STARTUP_EACH,
             attainment: DEFAULT_ATTAINMENT,
+            attainment_shares_itl: DEFAULT_ATTAINMENT_SHARES_ITL,
         }
     }
 }
@@ -262,6 +269,8 @@ pub const DEFAULT_BREACH_NEEDS_QUEUE: bool = false;
 pub const DEFAULT_STARTUP_EACH: bool = false;
 /// The default share within the SLO the capacity estimate holds to (none: the P95 test).
 pub const DEFAULT_ATTAINMENT: Option<f64> = None;
+/// Whether `attainment=F` reads inter-token gaps as a share too, by default (yes: `both`).
+pub const DEFAULT_ATTAINMENT_SHARES_ITL: bool = true;
 /// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
 /// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
 const STARTUP_EACH_WINDOW: u32 = 10;
@@ -284,15 +293,15 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `hold=K` (start-up times a passed burst's capacity is held, 0 for none), `onset=S`
 /// (seconds over which the in-flight growth is also measured, 0 for none),
 /// `breach=any|queued` (whether a TTFT breach lowers the capacity estimate with no queue),
-/// `startups=ask|each` (the start-up time learned per ask or per replica) and `attainment=F`
+/// `startups=ask|each` (the start-up time learned per ask or per replica), `attainment=F`
 /// (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to, instead
-/// of the P95 test).
+/// of the P95 test) and `shares=both|ttft` (which latencies `attainment` reads as a share).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica) and `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO) and `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -349,6 +358,10 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 }
                 if k == "backstop" {
                     c.backstop_always = two("always", "growing")?;
+                    continue;
+                }
+                if k == "shares" {
+                    c.attainment_shares_itl = two("both", "ttft")?;
                     continue;
                 }
                 if k == "startups" {
@@ -546,7 +559,11 @@ impl Proactive {
         // A latency over `slo`: its P95, or under `attainment=F` fewer than F of the window's
         // observations within it.
         let attainment = self.config.attainment;
-        let over = |latency: Latency, q: Option<f64>, slo: Option<f64>| match (attainment, slo) {
+        let shares_itl = self.config.attainment_shares_itl;
+        let over = |latency: Latency, q: Option<f64>, slo: Option<f64>| match (
+            attainment.filter(|_| latency == Latency::Ttft || shares_itl),
+            slo,
+        ) {
             (Some(a), Some(s)) => f.share_within(latency, s).is_some_and(|share| share < a),
             (None, Some(s)) => q.is_some_and(|q| q.is_finite() && q > s),
             _ => false,
@@ -949,10 +966,19 @@ impl Proactive {
                     Some(x) => pct(x),
                     None => "no observation".to_owned(),
                 };
+            let itl = if self.config.attainment_shares_itl {
+                format!(", ITL {}", share(Latency::Itl, c.itl_slo_seconds))
+            } else {
+                String::new()
+            };
+            let scope = if self.config.attainment_shares_itl {
+                ""
+            } else {
+                "; ITL by its P95, shares=ttft"
+            };
             numbers.push_str(&format!(
-                "; within the SLO over the latency window: TTFT {}, ITL {} (the capacity estimate holds to {}, attainment={a})",
+                "; within the SLO over the latency window: TTFT {}{itl} (the capacity estimate holds to {}, attainment={a}{scope})",
                 share(Latency::Ttft, c.ttft_slo_seconds),
-                share(Latency::Itl, c.itl_slo_seconds),
                 pct(a),
             ));
         }

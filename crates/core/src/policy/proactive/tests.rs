@@ -101,6 +101,14 @@ fn the_policy_value_is_read_with_its_settings() {
         }))
     );
     assert_eq!(
+        parse_policy("proactive; attainment=0.99; shares=ttft"),
+        Ok(Some(ProactiveConfig {
+            attainment: Some(0.99),
+            attainment_shares_itl: false,
+            ..ProactiveConfig::default()
+        }))
+    );
+    assert_eq!(
         parse_policy("proactive; backlog=2; settle=on"),
         Ok(Some(ProactiveConfig {
             backlog_replicas: Some(2),
@@ -196,6 +204,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; attainment=0",
         "proactive; attainment=1.5",
         "proactive; attainment=95%",
+        "proactive; shares=itl",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -556,6 +565,47 @@ fn under_attainment_a_share_of_requests_within_the_slo_is_what_capacity_holds_to
         &worse,
     );
     assert!(c < 10.0, "{c}");
+}
+
+#[test]
+fn under_shares_ttft_the_inter_token_gaps_keep_their_p95_test() {
+    // Every first token within 1 s; 97 of every 100 inter-token gaps within 50 ms and 3
+    // between 100 and 250 ms: the P95 gap (49 ms) is within the 70 ms SLO, 97 % of the gaps
+    // are. Four replicas at 8 req/s each for five minutes, prior 10.
+    let mut s = fleet(4, 32.0, 40.0);
+    s.fleet.ttft_buckets = ttft_buckets(100.0);
+    s.fleet.itl_buckets = [
+        (0.05, 97.0),
+        (0.1, 97.0),
+        (0.25, 100.0),
+        (f64::INFINITY, 100.0),
+    ]
+    .into_iter()
+    .map(|(le, count)| crate::signals::Bucket { le, count })
+    .collect();
+    s.fleet.itl_seconds.p95 = crate::signals::histogram_quantile(0.95, &s.fleet.itl_buckets);
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 4);
+        let mut last = None;
+        for t in (0..=300).step_by(2) {
+            last = Some(r.at(t, &s));
+        }
+        (r.proactive.capacity().unwrap(), last.unwrap())
+    };
+    // Holding both to 99 %, 97 % of the gaps is a breach.
+    let (c, _) = run("proactive; capacity=10; startup=300; attainment=0.99");
+    assert!(c < 10.0, "{c}");
+    // First tokens only: 100 % within, and the gaps' P95 is within: no breach (and the P95
+    // gap above half its SLO is no room to probe).
+    let (c, d) = run("proactive; capacity=10; startup=300; attainment=0.99; shares=ttft");
+    assert_eq!(c, 10.0);
+    assert!(
+        d.explanation.contains(
+            "within the SLO over the latency window: TTFT 100 % (the capacity estimate holds to 99 %, attainment=0.99; ITL by its P95, shares=ttft)"
+        ),
+        "{}",
+        d.explanation
+    );
 }
 
 #[test]
