@@ -533,21 +533,20 @@ fn under_attainment_a_share_of_requests_within_the_slo_is_what_capacity_holds_to
         }
         (r.proactive.capacity().unwrap(), last.unwrap())
     };
-    // By default (P95 within the SLO) that is a sustained breach: the estimate falls to 8.
+    // By default (99 % of first tokens within the SLO) that is a sustained breach: the
+    // estimate falls to 8.
     let (c, _) = run("proactive; capacity=10; startup=300", &mixed);
     assert!(c < 10.0, "{c}");
-    // Holding to 90 % within, 92 % is within the SLO: no breach (and 92 % within half the SLO
-    // is room to serve more, so the estimate probes upwards), and the decision shows the
-    // shares it read.
+    // Holding to 90 % within, 92 % is within the SLO: no breach (and the ITL's P95, above half
+    // its SLO, leaves no room to probe upwards), and the decision shows the share it read.
     let (c, d) = run(
         "proactive; capacity=10; startup=300; attainment=0.9",
         &mixed,
     );
-    assert!(c > 10.0, "{c}");
+    assert_eq!(c, 10.0);
     assert!(
-        d.explanation.contains(
-            "within the SLO over the latency window: TTFT 92 %, ITL no observation (the capacity estimate holds to 90 %, attainment=0.9)"
-        ),
+        d.explanation
+            .contains("; first tokens within the SLO: 92 % (capacity holds to 90 %)"),
         "{}",
         d.explanation
     );
@@ -593,16 +592,21 @@ fn under_shares_ttft_the_inter_token_gaps_keep_their_p95_test() {
         (r.proactive.capacity().unwrap(), last.unwrap())
     };
     // Holding both to 99 %, 97 % of the gaps is a breach.
-    let (c, _) = run("proactive; capacity=10; startup=300; attainment=0.99");
+    let (c, d) = run("proactive; capacity=10; startup=300; attainment=0.99; shares=both");
+    assert!(
+        d.explanation
+            .contains("; within the SLO: TTFT 100 %, ITL 97 % (capacity holds to 99 %)"),
+        "{}",
+        d.explanation
+    );
     assert!(c < 10.0, "{c}");
-    // First tokens only: 100 % within, and the gaps' P95 is within: no breach (and the P95
-    // gap above half its SLO is no room to probe).
-    let (c, d) = run("proactive; capacity=10; startup=300; attainment=0.99; shares=ttft");
+    // First tokens only (the default): 100 % within, and the gaps' P95 is within: no breach
+    // (and the P95 gap above half its SLO is no room to probe).
+    let (c, d) = run("proactive; capacity=10; startup=300");
     assert_eq!(c, 10.0);
     assert!(
-        d.explanation.contains(
-            "within the SLO over the latency window: TTFT 100 % (the capacity estimate holds to 99 %, attainment=0.99; ITL by its P95, shares=ttft)"
-        ),
+        d.explanation
+            .contains("; first tokens within the SLO: 100 % (capacity holds to 99 %)"),
         "{}",
         d.explanation
     );
