@@ -447,20 +447,24 @@ fn a_breach_right_after_replicas_arrive_does_not_lower_capacity() {
     assert!(c < 10.0, "{c}");
 }
 
+/// Five minutes of the same signals, every 2 s, from a level of 4: the capacity estimate after
+/// them and the last decision.
+fn capacity_after_five_minutes(metadata: &str, s: &FleetSignals) -> (f64, Decision) {
+    let mut r = Run::new(metadata, 4);
+    let mut last = None;
+    for t in (0..=300).step_by(2) {
+        last = Some(r.at(t, s));
+    }
+    (r.proactive.capacity().unwrap(), last.unwrap())
+}
+
 #[test]
 fn under_breach_queued_a_ttft_breach_without_a_queue_is_not_counted_against_capacity() {
     // Four replicas at 8 req/s each, ITL within its SLO, nothing waiting, and a P95 TTFT of
     // 3 s (long prompts' own prefill) for five minutes.
     let mut long_prompts = fleet(4, 32.0, 40.0);
     long_prompts.fleet.ttft_seconds.p95 = Some(3.0);
-    let run = |metadata: &str, s: &FleetSignals| {
-        let mut r = Run::new(metadata, 4);
-        let mut last = None;
-        for t in (0..=300).step_by(2) {
-            last = Some(r.at(t, s));
-        }
-        (r.proactive.capacity().unwrap(), last.unwrap())
-    };
+    let run = capacity_after_five_minutes;
     // By default such a breach, sustained, lowers the estimate towards 8...
     let (c, _) = run("proactive; capacity=10; startup=300", &long_prompts);
     assert!(c < 10.0, "{c}");
@@ -525,14 +529,7 @@ fn under_attainment_a_share_of_requests_within_the_slo_is_what_capacity_holds_to
     mixed.fleet.ttft_seconds.p95 =
         crate::signals::histogram_quantile(0.95, &mixed.fleet.ttft_buckets);
     assert!(mixed.fleet.ttft_seconds.p95.unwrap() > 2.0);
-    let run = |metadata: &str, s: &FleetSignals| {
-        let mut r = Run::new(metadata, 4);
-        let mut last = None;
-        for t in (0..=300).step_by(2) {
-            last = Some(r.at(t, s));
-        }
-        (r.proactive.capacity().unwrap(), last.unwrap())
-    };
+    let run = capacity_after_five_minutes;
     // By default (99 % of first tokens within the SLO) that is a sustained breach: the
     // estimate falls to 8.
     let (c, _) = run("proactive; capacity=10; startup=300", &mixed);
@@ -583,14 +580,7 @@ fn under_shares_ttft_the_inter_token_gaps_keep_their_p95_test() {
     .map(|(le, count)| crate::signals::Bucket { le, count })
     .collect();
     s.fleet.itl_seconds.p95 = crate::signals::histogram_quantile(0.95, &s.fleet.itl_buckets);
-    let run = |metadata: &str| {
-        let mut r = Run::new(metadata, 4);
-        let mut last = None;
-        for t in (0..=300).step_by(2) {
-            last = Some(r.at(t, &s));
-        }
-        (r.proactive.capacity().unwrap(), last.unwrap())
-    };
+    let run = |metadata: &str| capacity_after_five_minutes(metadata, &s);
     // Holding both to 99 %, 97 % of the gaps is a breach.
     let (c, d) = run("proactive; capacity=10; startup=300; attainment=0.99; shares=both");
     assert!(
