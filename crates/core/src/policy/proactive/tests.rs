@@ -530,14 +530,13 @@ fn under_attainment_a_share_of_requests_within_the_slo_is_what_capacity_holds_to
         crate::signals::histogram_quantile(0.95, &mixed.fleet.ttft_buckets);
     assert!(mixed.fleet.ttft_seconds.p95.unwrap() > 2.0);
     let run = capacity_after_five_minutes;
-    // By default (99 % of first tokens within the SLO) that is a sustained breach: the
-    // estimate falls to 8.
+    // By default (P95 within the SLO) that is a sustained breach: the estimate falls to 8.
     let (c, _) = run("proactive; capacity=10; startup=300", &mixed);
     assert!(c < 10.0, "{c}");
     // Holding to 90 % within, 92 % is within the SLO: no breach (and the ITL's P95, above half
     // its SLO, leaves no room to probe upwards), and the decision shows the share it read.
     let (c, d) = run(
-        "proactive; capacity=10; startup=300; attainment=0.9",
+        "proactive; capacity=10; startup=300; attainment=0.9; shares=ttft",
         &mixed,
     );
     assert_eq!(c, 10.0);
@@ -590,9 +589,9 @@ fn under_shares_ttft_the_inter_token_gaps_keep_their_p95_test() {
         d.explanation
     );
     assert!(c < 10.0, "{c}");
-    // First tokens only (the default): 100 % within, and the gaps' P95 is within: no breach
-    // (and the P95 gap above half its SLO is no room to probe).
-    let (c, d) = run("proactive; capacity=10; startup=300");
+    // First tokens only: 100 % within, and the gaps' P95 is within: no breach (and the P95
+    // gap above half its SLO is no room to probe).
+    let (c, d) = run("proactive; capacity=10; startup=300; attainment=0.99; shares=ttft");
     assert_eq!(c, 10.0);
     assert!(
         d.explanation
