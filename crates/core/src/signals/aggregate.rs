@@ -240,16 +240,16 @@ impl FleetAccumulator {
     }
 
     pub(super) fn finish(self) -> SignalSet {
-        let [e2e, ttft, itl, queue] = &self.buckets;
+        let [e2e, ttft, itl, queue] = self.buckets;
         SignalSet {
             queue_depth: self.queue_depth,
             running: self.running,
-            e2e_latency_seconds: quantiles_of(e2e),
-            ttft_seconds: quantiles_of(ttft),
-            itl_seconds: quantiles_of(itl),
-            queue_time_seconds: quantiles_of(queue),
-            ttft_buckets: ttft.clone(),
-            itl_buckets: itl.clone(),
+            e2e_latency_seconds: quantiles_of(&e2e),
+            ttft_seconds: quantiles_of(&ttft),
+            itl_seconds: quantiles_of(&itl),
+            queue_time_seconds: quantiles_of(&queue),
+            ttft_buckets: ttft,
+            itl_buckets: itl,
             requests_per_second: self.requests_per_second,
             requests_finished_in_window: self.requests_finished,
             finished_per_second_by_reason: self.by_reason,

@@ -161,8 +161,8 @@ pub struct ProactiveConfig {
     /// Which latencies `attainment=F` reads as a share (`shares=both|ttft`): `both` (true),
     /// first tokens and inter-token gaps; `ttft` (false), first tokens only, and inter-token
     /// gaps keep the P95 test. A first token is one per request, the evaluation's unit; the
-    /// ITL histogram counts gaps, and a share of gaps within 70 ms is not a share of requests
-    /// within their time per output token.
+    /// ITL histogram counts gaps, and a share of gaps within the ITL SLO is not a share of
+    /// requests within their time per output token.
     pub attainment_shares_itl: bool,
 }
 
@@ -273,7 +273,7 @@ pub const DEFAULT_STARTUP_EACH: bool = false;
 /// The default share within the SLO the capacity estimate holds to: none, the P95 test. Round 17
 /// chose 99 % of first tokens (`attainment=0.99;shares=ttft`) by its rule; the choice was
 /// rescinded because a share the traffic cannot attain at any load ratchets the need up to
-/// `maxReplicas` (`docs/evaluation/proactive.md`, section 25).
+/// `maxReplicas` (`docs/evaluation/proactive.md`, sections 25 and 27).
 pub const DEFAULT_ATTAINMENT: Option<f64> = None;
 /// Whether `attainment=F` reads inter-token gaps as a share too, by default (yes: `both`).
 pub const DEFAULT_ATTAINMENT_SHARES_ITL: bool = true;
