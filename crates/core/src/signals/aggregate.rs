@@ -135,14 +135,10 @@ impl PodCompute {
             ttft_seconds: quantiles(TTFT),
             itl_seconds: quantiles(ITL),
             queue_time_seconds: quantiles(QUEUE),
-            ttft_buckets: self.hists[TTFT]
-                .as_ref()
-                .map(|h| h.buckets.clone())
-                .unwrap_or_default(),
-            itl_buckets: self.hists[ITL]
-                .as_ref()
-                .map(|h| h.buckets.clone())
-                .unwrap_or_default(),
+            // The histograms whole are kept for the fleet's set only (the policy's share test
+            // reads the fleet); a pod's set carries its quantiles.
+            ttft_buckets: Vec::new(),
+            itl_buckets: Vec::new(),
             requests_per_second: self.per_second(self.success_total),
             requests_finished_in_window: self.success_total.unwrap_or(0.0),
             finished_per_second_by_reason: self

@@ -98,7 +98,9 @@ pub struct SignalSet {
     pub queue_time_seconds: Quantiles,
     /// The TTFT histogram over the latency window (cumulative bucket deltas, summed across
     /// pods): what [`SignalSet::share_within`] reads the share of requests within a TTFT from.
-    /// Not serialised (the quantiles above are its summary).
+    /// Kept in the fleet's set only (empty in a pod's: nothing reads a pod's share, and the
+    /// signals run for every pod on every tick). Not serialised (the quantiles above are its
+    /// summary).
     #[serde(skip)]
     pub ttft_buckets: Vec<Bucket>,
     /// The inter-token latency histogram over the latency window, as `ttft_buckets`.
