@@ -305,10 +305,15 @@ pub fn histogram_share_at_most(x: f64, buckets: &[Bucket]) -> Option<f64> {
     let below = if i == n - 1 {
         b[n - 2].count
     } else if i == 0 {
-        if b[0].le <= 0.0 || x <= 0.0 {
-            if x >= b[0].le { b[0].count } else { 0.0 }
+        // The first bucket starts at 0 when its bound is positive, as in `histogram_quantile`;
+        // a bound at or below 0 holds everything at it (here `x` is at most the bound).
+        let end = b[0].le;
+        if end > 0.0 {
+            b[0].count * (x.max(0.0) / end)
+        } else if x == end {
+            b[0].count
         } else {
-            b[0].count * (x / b[0].le)
+            0.0
         }
     } else {
         let (start, end) = (b[i - 1].le, b[i].le);

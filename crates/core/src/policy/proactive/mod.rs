@@ -332,8 +332,17 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                         Err(format!("{k}={v:?} is not `{yes}` or `{no}`; {expected}"))
                     }
                 };
-                if k == "periodic" {
-                    c.periodic = two("on", "off")?;
+                // The settings with two values: the field, and the value that sets it.
+                let two_valued = match k {
+                    "periodic" => Some((&mut c.periodic, "on", "off")),
+                    "breach" => Some((&mut c.breach_needs_queue, "queued", "any")),
+                    "backstop" => Some((&mut c.backstop_always, "always", "growing")),
+                    "shares" => Some((&mut c.attainment_shares_itl, "both", "ttft")),
+                    "startups" => Some((&mut c.startup_each, "each", "ask")),
+                    _ => None,
+                };
+                if let Some((field, yes, no)) = two_valued {
+                    *field = two(yes, no)?;
                     continue;
                 }
                 if k == "settle" {
@@ -356,22 +365,6 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                                 )
                             })?,
                     );
-                    continue;
-                }
-                if k == "breach" {
-                    c.breach_needs_queue = two("queued", "any")?;
-                    continue;
-                }
-                if k == "backstop" {
-                    c.backstop_always = two("always", "growing")?;
-                    continue;
-                }
-                if k == "shares" {
-                    c.attainment_shares_itl = two("both", "ttft")?;
-                    continue;
-                }
-                if k == "startups" {
-                    c.startup_each = two("each", "ask")?;
                     continue;
                 }
                 let zero_ok = matches!(
