@@ -74,6 +74,10 @@ pub struct StaticComparison {
     /// Whether some static fleet served at least one point more of the demand with at most
     /// 97 % of ours' replica-hours (the evaluation's rule for a policy not worth running).
     pub static_beats_ours: bool,
+    /// The static fleet that beats ours and serves the most of those that do: the smallest
+    /// serving 99 % when that one beats ours, else the largest that beats ours (every fleet
+    /// that beats ours costs at most 97 % of ours' replica-hours). `None` when none beats ours.
+    pub beaten_by: Option<StaticFleet>,
 }
 
 impl Hindsight {
@@ -171,9 +175,12 @@ impl Hindsight {
             .or(fleets.last())
             .copied()?;
         let at_99 = fleets.iter().find(|f| f.served_percent >= 99.0).copied();
-        let static_beats_ours = fleets.iter().any(|f| {
+        let beats = |f: &StaticFleet| {
             f.served_percent >= ours_served + 1.0 && f.replica_hours <= BEATEN_SHARE * ours_hours
-        });
+        };
+        let beaten_by = at_99
+            .filter(beats)
+            .or_else(|| fleets.iter().rev().find(|f| beats(f)).copied());
         Some(StaticComparison {
             minutes: count,
             capacity_per_replica: capacity,
@@ -181,7 +188,8 @@ impl Hindsight {
             ours_replica_hours: ours_hours,
             as_much,
             at_99,
-            static_beats_ours,
+            static_beats_ours: beaten_by.is_some(),
+            beaten_by,
         })
     }
 }
@@ -267,6 +275,7 @@ mod tests {
             "{c:?}"
         );
         assert!(!c.static_beats_ours);
+        assert_eq!(c.beaten_by, None);
         assert!(
             !c.describe().contains("fewer replica-hours"),
             "{}",
@@ -281,6 +290,7 @@ mod tests {
         let c = h.compare(10.0, 1, 20).unwrap();
         assert_eq!(c.as_much.replicas, 1);
         assert!(!c.static_beats_ours, "as much, not one point more");
+        assert_eq!(c.beaten_by, None);
         assert!(
             c.describe().ends_with(
                 "(50 % of ours'): a static fleet serves as much for fewer replica-hours"
@@ -319,6 +329,11 @@ mod tests {
         assert!((at_99.served_percent - 100.0).abs() < 1e-9);
         assert!((at_99.replica_hours - 12.0).abs() < 0.1, "{at_99:?}");
         assert!(c.static_beats_ours);
+        assert_eq!(
+            c.beaten_by,
+            Some(at_99),
+            "the fleet serving 99 % beats ours"
+        );
         let words = c.describe();
         assert!(
             words.contains("a static fleet of 3 replicas")
@@ -328,6 +343,32 @@ mod tests {
                 && words.contains("consider minReplicas"),
             "{words}"
         );
+    }
+
+    #[test]
+    fn where_the_fleet_serving_99_percent_costs_too_much_the_largest_that_beats_ours_is_named() {
+        // 20 req/s for 50 minutes, then 60 req/s for 10 (10 req/s per replica). Ours holds 2
+        // and meets each peak with 5 held for the last 30 minutes of every hour, none ready in
+        // time: it serves 2 replicas' worth throughout and pays for 3.5 on average.
+        let demand = |t: u64| if t % 3600 >= 3000 { 60.0 } else { 20.0 };
+        let held = |t: u64| if t % 3600 >= 1800 { 5 } else { 2 };
+        let h = history(4 * 3600, demand, |_| 2, held);
+        let c = h.compare(10.0, 1, 10).unwrap();
+        // Ours serves 20 req/s all along: 1,200 of each hour's 1,600 req/s-minutes, 75 %.
+        assert!(
+            (c.ours_served_percent - 75.0).abs() < 0.5,
+            "{}",
+            c.describe()
+        );
+        // Six replicas serve it all for 24 replica-hours, more than ours' 14: not "beating".
+        let at_99 = c.at_99.unwrap();
+        assert_eq!(at_99.replicas, 6);
+        // Three replicas (1,300 of 1,600, 81 %, for 12 replica-hours) beat ours; four (88 %)
+        // cost 16, more than 97 % of ours' 14.
+        let by = c.beaten_by.expect("a static fleet beats ours");
+        assert_eq!(by.replicas, 3, "{}", c.describe());
+        assert!(by.replica_hours <= 0.97 * c.ours_replica_hours);
+        assert!(by.served_percent >= c.ours_served_percent + 1.0);
     }
 
     #[test]

@@ -48,7 +48,7 @@ use serde::Serialize;
 
 use self::capacity::{CapacityEstimate, Observation};
 use self::forecast::{DemandTracker, Forecast, PeakFloor, Recurrence};
-use self::hindsight::{Hindsight, StaticComparison};
+use self::hindsight::{Hindsight, StaticComparison, StaticFleet};
 use super::explain::{num, pct};
 use super::hpa::{hpa_would_act, smallest_acted_scale_up};
 use super::{Decision, Mode, Policy, PolicyConfig, PolicyState, Reason};
@@ -164,6 +164,13 @@ pub struct ProactiveConfig {
     /// ITL histogram counts gaps, and a share of gaps within the ITL SLO is not a share of
     /// requests within their time per output token.
     pub attainment_shares_itl: bool,
+    /// Whether the policy acts on its own hindsight (`hindsight=floor|advice`): `floor` (true),
+    /// once the once-a-minute comparison finds a static fleet that would have served at least
+    /// one point more of the demand with at most 97 % of ours' replica-hours, that fleet's
+    /// size is a floor under the need until no comparison has found it for a day (the
+    /// comparison's window); a larger fleet found later raises it. `advice` (false): the
+    /// comparison is reported and changes nothing.
+    pub hindsight_floor: bool,
 }
 
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
@@ -228,6 +235,7 @@ impl Default for ProactiveConfig {
             startup_each: DEFAULT_STARTUP_EACH,
             attainment: DEFAULT_ATTAINMENT,
             attainment_shares_itl: DEFAULT_ATTAINMENT_SHARES_ITL,
+            hindsight_floor: DEFAULT_HINDSIGHT_FLOOR,
         }
     }
 }
@@ -277,6 +285,8 @@ pub const DEFAULT_STARTUP_EACH: bool = false;
 pub const DEFAULT_ATTAINMENT: Option<f64> = None;
 /// Whether `attainment=F` reads inter-token gaps as a share too, by default (yes: `both`).
 pub const DEFAULT_ATTAINMENT_SHARES_ITL: bool = true;
+/// Whether the hindsight's verdict sets a floor by default (no: `advice`, it is reported only).
+pub const DEFAULT_HINDSIGHT_FLOOR: bool = false;
 /// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
 /// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
 const STARTUP_EACH_WINDOW: u32 = 10;
@@ -301,13 +311,14 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `breach=any|queued` (whether a TTFT breach lowers the capacity estimate with no queue),
 /// `startups=ask|each` (the start-up time learned per ask or per replica), `attainment=F`
 /// (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to, instead
-/// of the P95 test) and `shares=both|ttft` (which latencies `attainment` reads as a share).
+/// of the P95 test), `shares=both|ttft` (which latencies `attainment` reads as a share) and
+/// `hindsight=advice|floor` (whether a static fleet found to beat ours becomes a floor).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO) and `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO) `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only) and `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -339,6 +350,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "backstop" => Some((&mut c.backstop_always, "always", "growing")),
                     "shares" => Some((&mut c.attainment_shares_itl, "both", "ttft")),
                     "startups" => Some((&mut c.startup_each, "each", "ask")),
+                    "hindsight" => Some((&mut c.hindsight_floor, "floor", "advice")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -462,6 +474,22 @@ pub struct Proactive {
     /// fleet would have done with that demand (recomputed once a minute).
     hindsight: Hindsight,
     comparison: Option<StaticComparison>,
+    /// Under `hindsight=floor`: the static fleet the comparison last found beating ours (the
+    /// largest found within the last day), held as a floor.
+    static_floor: Option<StaticFloor>,
+}
+
+/// A static fleet the hindsight found beating ours, kept as a floor (`hindsight=floor`).
+#[derive(Debug, Clone, Copy)]
+struct StaticFloor {
+    /// The fleet, as the comparison that found it read it.
+    fleet: StaticFleet,
+    /// Ours over the same history: share of the demand served, replica-hours, minutes.
+    ours_served_percent: f64,
+    ours_replica_hours: f64,
+    minutes: u32,
+    /// When a comparison last found a static fleet beating ours.
+    seen: Duration,
 }
 
 /// A level the guide's backstop raised, kept while its breach lasts.
@@ -496,6 +524,7 @@ impl Proactive {
             backstop: None,
             hindsight: Hindsight::default(),
             comparison: None,
+            static_floor: None,
         }
     }
 
@@ -686,9 +715,15 @@ impl Proactive {
         } else {
             None
         };
+        // `hindsight=floor`: a static fleet found beating ours within the last day.
+        self.static_floor = self
+            .static_floor
+            .filter(|f| f.seen.saturating_add(hindsight::WINDOW) > now);
+        let static_floor = self.static_floor.map(|f| clamp(f.fleet.replicas, c));
         let need = demand_need
             .max(floor.map_or(0, |f| f.2))
-            .max(recurring.map_or(0, |r| r.1));
+            .max(recurring.map_or(0, |r| r.1))
+            .max(static_floor.unwrap_or(0));
         self.needs.push_back((now, need));
         prune(&mut self.needs, now, c.scale_down_stabilization);
         let window_need = self.needs.iter().map(|n| n.1).max().unwrap_or(need);
@@ -923,6 +958,25 @@ impl Proactive {
         state.level = Some(level);
         if self.hindsight.observe(now, fc.now, ready, level.max(ready)) {
             self.comparison = self.hindsight.compare(cap, c.min_replicas, c.max_replicas);
+            if self.config.hindsight_floor
+                && let Some(cmp) = &self.comparison
+                && let Some(by) = cmp.beaten_by
+            {
+                // A larger fleet found earlier within the day stays the floor.
+                let found = StaticFloor {
+                    fleet: by,
+                    ours_served_percent: cmp.ours_served_percent,
+                    ours_replica_hours: cmp.ours_replica_hours,
+                    minutes: cmp.minutes,
+                    seen: now,
+                };
+                self.static_floor = Some(match self.static_floor {
+                    Some(kept) if kept.fleet.replicas > by.replicas => {
+                        StaticFloor { seen: now, ..kept }
+                    }
+                    _ => found,
+                });
+            }
         }
         if self.config.startup_each {
             // One entry per replica asked beyond the ready ones: a withdrawal takes back the
@@ -1012,6 +1066,18 @@ impl Proactive {
                 num(peak),
                 super::explain::dur(Duration::from_secs_f64(age)),
                 super::explain::dur(Duration::from_secs_f64(self.config.peak_window_seconds)),
+            ));
+        }
+        if let (Some(f), Some(n)) = (self.static_floor, static_floor) {
+            numbers.push_str(&format!(
+                "; hindsight floor: over {} min a static fleet of {} replicas would have served {} % of the demand for {} replica-hours, ours {} % for {} (fluid model; last found {} ago, kept for a day after) -> {n} replicas",
+                f.minutes,
+                f.fleet.replicas,
+                num(f.fleet.served_percent),
+                num(f.fleet.replica_hours),
+                num(f.ours_served_percent),
+                num(f.ours_replica_hours),
+                super::explain::dur(now.saturating_sub(f.seen)),
             ));
         }
         if let Some((r, periodic_need)) = recurring {

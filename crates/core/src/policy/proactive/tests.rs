@@ -157,6 +157,16 @@ fn the_policy_value_is_read_with_its_settings() {
         parse_policy("proactive; startups=ask"),
         Ok(Some(ProactiveConfig::default()))
     );
+    assert!(
+        parse_policy("proactive; hindsight=floor")
+            .unwrap()
+            .unwrap()
+            .hindsight_floor
+    );
+    assert_eq!(
+        parse_policy("proactive; hindsight=advice"),
+        Ok(Some(ProactiveConfig::default()))
+    );
     assert_eq!(
         parse_policy("proactive; breach=any"),
         Ok(Some(ProactiveConfig::default()))
@@ -205,6 +215,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; attainment=1.5",
         "proactive; attainment=95%",
         "proactive; shares=itl",
+        "proactive; hindsight=on",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -1281,4 +1292,70 @@ fn a_banded_settle_withdraws_starting_replicas_only_after_a_rate_window() {
     assert!(span.windows(2).all(|w| w[1] <= w[0]), "{span:?}");
     let c = parse_policy("proactive; settle=band").unwrap().unwrap();
     assert_eq!(c.settle, Settle::Band);
+}
+
+/// Bursts of 40 req/s for 6 minutes every 20 minutes over 5 req/s, at 10 req/s per replica
+/// within the SLO, with replicas that answer 300 s after they are asked for: the decisions
+/// every 2 s over `minutes`.
+fn late_bursts(metadata: &str, minutes: u64) -> Vec<(u64, Decision)> {
+    let mut r = Run::new(metadata, 1);
+    let mut targets: Vec<u32> = Vec::new();
+    let mut out = Vec::new();
+    for t in (0..=minutes * 60).step_by(2) {
+        let offered: f64 = if t % 1200 >= 840 { 40.0 } else { 5.0 };
+        let asked = targets.last().copied().unwrap_or(1);
+        // What was asked for 300 s ago is ready, unless withdrawn since.
+        let ready = targets
+            .len()
+            .checked_sub(150)
+            .map_or(1, |i| targets[i])
+            .min(asked)
+            .max(1);
+        let served = offered.min(10.0 * f64::from(ready));
+        let mut s = fleet(ready as usize, served, 10.0);
+        if served < offered {
+            s.fleet.ttft_seconds.p95 = Some(5.0);
+            s.fleet.queue_depth = 20.0 * (offered - served);
+        }
+        let d = r.at(t, &s);
+        targets.push(d.target_replicas);
+        out.push((t, d));
+    }
+    out
+}
+
+#[test]
+fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
+    let metadata = "proactive; capacity=10; startup=300; periodic=off";
+    let advice = late_bursts(metadata, 180);
+    let floor = late_bursts(&format!("{metadata}; hindsight=floor"), 180);
+    // Before any comparison has found a static fleet beating ours, the two are the same.
+    let first = floor
+        .iter()
+        .position(|(_, d)| d.explanation.contains("hindsight floor"))
+        .expect("a floor from hindsight within three hours");
+    assert!(
+        floor[first].0 >= 30 * 60,
+        "no comparison before half an hour"
+    );
+    for ((t, a), (_, f)) in advice.iter().zip(&floor).take(first) {
+        assert_eq!(a.target_replicas, f.target_replicas, "at {t} s");
+    }
+    // Under advice the lulls go back to one replica; under the floor they keep the fleet the
+    // hindsight named, and the explanation gives its numbers.
+    let at = |run: &[(u64, Decision)], t: u64| decision_at(run, t);
+    let lull = 170 * 60;
+    assert_eq!(at(&advice, lull).target_replicas, 1);
+    let held = at(&floor, lull);
+    assert!(held.target_replicas >= 2, "{}", held.explanation);
+    assert!(
+        held.explanation.contains("a static fleet of")
+            && held
+                .explanation
+                .contains(&format!("-> {} replicas", held.target_replicas)),
+        "{}",
+        held.explanation
+    );
+    // The floor is bounded by what ours spent: it never reaches the maximum.
+    assert!(floor.iter().all(|(_, d)| d.target_replicas < 20));
 }
