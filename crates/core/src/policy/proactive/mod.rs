@@ -285,8 +285,9 @@ pub const DEFAULT_STARTUP_EACH: bool = false;
 pub const DEFAULT_ATTAINMENT: Option<f64> = None;
 /// Whether `attainment=F` reads inter-token gaps as a share too, by default (yes: `both`).
 pub const DEFAULT_ATTAINMENT_SHARES_ITL: bool = true;
-/// Whether the hindsight's verdict sets a floor by default (no: `advice`, it is reported only).
-pub const DEFAULT_HINDSIGHT_FLOOR: bool = false;
+/// Whether the hindsight's verdict sets a floor by default: yes (`floor`) since the eighteenth
+/// round, chosen on the training scenarios (`docs/evaluation/proactive.md`, section 28).
+pub const DEFAULT_HINDSIGHT_FLOOR: bool = true;
 /// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
 /// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
 const STARTUP_EACH_WINDOW: u32 = 10;

@@ -158,13 +158,13 @@ fn the_policy_value_is_read_with_its_settings() {
         Ok(Some(ProactiveConfig::default()))
     );
     assert!(
-        parse_policy("proactive; hindsight=floor")
+        !parse_policy("proactive; hindsight=advice")
             .unwrap()
             .unwrap()
             .hindsight_floor
     );
     assert_eq!(
-        parse_policy("proactive; hindsight=advice"),
+        parse_policy("proactive; hindsight=floor"),
         Ok(Some(ProactiveConfig::default()))
     );
     assert_eq!(
@@ -1327,8 +1327,8 @@ fn late_bursts(metadata: &str, minutes: u64) -> Vec<(u64, Decision)> {
 #[test]
 fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
     let metadata = "proactive; capacity=10; startup=300; periodic=off";
-    let advice = late_bursts(metadata, 180);
-    let floor = late_bursts(&format!("{metadata}; hindsight=floor"), 180);
+    let advice = late_bursts(&format!("{metadata}; hindsight=advice"), 180);
+    let floor = late_bursts(metadata, 180);
     // Before any comparison has found a static fleet beating ours, the two are the same.
     let first = floor
         .iter()
