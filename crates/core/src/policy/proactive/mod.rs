@@ -171,6 +171,13 @@ pub struct ProactiveConfig {
     /// comparison's window); a larger fleet found later raises it. `advice` (false): the
     /// comparison is reported and changes nothing.
     pub hindsight_floor: bool,
+    /// Whether a repeating pattern bounds the rising trend (`trendcap=pattern|off`):
+    /// `pattern` (true), while a pattern that repeats is found (`periodic=on`), the forecast
+    /// over the horizon is at most the higher of the demand now and the highest minute of
+    /// demand one period ago over the same stretch: a burst that repeats levels off where it
+    /// did, and its onset's steep slope is not extrapolated as a ramp beyond it. `off`
+    /// (false): the trend alone.
+    pub trend_capped_by_pattern: bool,
 }
 
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
@@ -236,6 +243,7 @@ impl Default for ProactiveConfig {
             attainment: DEFAULT_ATTAINMENT,
             attainment_shares_itl: DEFAULT_ATTAINMENT_SHARES_ITL,
             hindsight_floor: DEFAULT_HINDSIGHT_FLOOR,
+            trend_capped_by_pattern: DEFAULT_TREND_CAPPED_BY_PATTERN,
         }
     }
 }
@@ -288,6 +296,8 @@ pub const DEFAULT_ATTAINMENT_SHARES_ITL: bool = true;
 /// Whether the hindsight's verdict sets a floor by default: yes (`floor`) since the eighteenth
 /// round, chosen on the training scenarios (`docs/evaluation/proactive.md`, section 28).
 pub const DEFAULT_HINDSIGHT_FLOOR: bool = true;
+/// Whether a repeating pattern bounds the rising trend by default (no: `off`).
+pub const DEFAULT_TREND_CAPPED_BY_PATTERN: bool = false;
 /// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
 /// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
 const STARTUP_EACH_WINDOW: u32 = 10;
@@ -313,13 +323,14 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `startups=ask|each` (the start-up time learned per ask or per replica), `attainment=F`
 /// (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to, instead
 /// of the P95 test), `shares=both|ttft` (which latencies `attainment` reads as a share) and
-/// `hindsight=advice|floor` (whether a static fleet found to beat ours becomes a floor).
+/// `hindsight=advice|floor` (whether a static fleet found to beat ours becomes a floor) and
+/// `trendcap=off|pattern` (whether a repeating pattern bounds the rising trend).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO) `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only) and `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO) `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only) `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor) and `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -352,6 +363,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "shares" => Some((&mut c.attainment_shares_itl, "both", "ttft")),
                     "startups" => Some((&mut c.startup_each, "each", "ask")),
                     "hindsight" => Some((&mut c.hindsight_floor, "floor", "advice")),
+                    "trendcap" => Some((&mut c.trend_capped_by_pattern, "pattern", "off")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -656,6 +668,25 @@ impl Proactive {
         }
         fc.at_horizon = fc.now + self.config.trend_weight * (fc.at_horizon - fc.now);
         let per = cap * self.config.target_utilization;
+        self.recurrence.observe(now, fc.now);
+        let recurring = if self.config.periodic {
+            self.recurrence
+                .recurring(now, horizon.saturating_add(PERIODIC_SLACK))
+                .map(|r| (r, replicas_for(r.expected, per, c)))
+        } else {
+            None
+        };
+        // `trendcap=pattern`: a burst that repeats levels off where it did one period ago.
+        let mut pattern_cap = None;
+        if self.config.trend_capped_by_pattern
+            && let Some((r, _)) = recurring
+        {
+            let bound = r.expected.max(fc.now);
+            if fc.at_horizon > bound + 1e-9 {
+                pattern_cap = Some((fc.at_horizon, bound));
+                fc.at_horizon = bound;
+            }
+        }
         let backlog = if self.config.drain_seconds > 0.0 {
             queue / self.config.drain_seconds
         } else {
@@ -708,14 +739,6 @@ impl Proactive {
                 Duration::from_secs_f64(self.config.peak_window_seconds),
             )
             .map(|(peak, age)| (peak, age, replicas_for(peak, per, c)));
-        self.recurrence.observe(now, fc.now);
-        let recurring = if self.config.periodic {
-            self.recurrence
-                .recurring(now, horizon.saturating_add(PERIODIC_SLACK))
-                .map(|r| (r, replicas_for(r.expected, per, c)))
-        } else {
-            None
-        };
         // `hindsight=floor`: a static fleet found beating ours within the last day.
         self.static_floor = self
             .static_floor
@@ -1079,6 +1102,13 @@ impl Proactive {
                 num(f.ours_served_percent),
                 num(f.ours_replica_hours),
                 super::explain::dur(now.saturating_sub(f.seen)),
+            ));
+        }
+        if let Some((uncapped, bound)) = pattern_cap {
+            numbers.push_str(&format!(
+                "; forecast capped at {} req/s, the higher of the demand now and the repeating pattern's level one period ago, not the trend's {} req/s (trendcap=pattern)",
+                num(bound),
+                num(uncapped),
             ));
         }
         if let Some((r, periodic_need)) = recurring {

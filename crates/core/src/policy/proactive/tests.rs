@@ -167,6 +167,16 @@ fn the_policy_value_is_read_with_its_settings() {
         parse_policy("proactive; hindsight=floor"),
         Ok(Some(ProactiveConfig::default()))
     );
+    assert!(
+        parse_policy("proactive; trendcap=pattern")
+            .unwrap()
+            .unwrap()
+            .trend_capped_by_pattern
+    );
+    assert_eq!(
+        parse_policy("proactive; trendcap=off"),
+        Ok(Some(ProactiveConfig::default()))
+    );
     assert_eq!(
         parse_policy("proactive; breach=any"),
         Ok(Some(ProactiveConfig::default()))
@@ -216,6 +226,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; attainment=95%",
         "proactive; shares=itl",
         "proactive; hindsight=on",
+        "proactive; trendcap=on",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -1360,4 +1371,59 @@ fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
     );
     // The floor is bounded by what ours spent: it never reaches the maximum.
     assert!(floor.iter().all(|(_, d)| d.target_replicas < 20));
+}
+
+#[test]
+fn under_trendcap_pattern_a_repeating_bursts_onset_is_not_extrapolated_beyond_its_level() {
+    // 10 req/s per replica at the SLO (8 at 80 %); 6 req/s with 8-minute bursts of 40 req/s
+    // every 45 minutes from minute 20; the third burst (minute 110) is the one looked at.
+    let burst = |t: u64| {
+        let m = t / 60;
+        m >= 20 && (m - 20) % 45 < 8
+    };
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 1);
+        let mut ready = 1usize;
+        let mut third = Vec::new();
+        for t in (0..=118 * 60).step_by(2) {
+            let offered: f64 = if burst(t) { 40.0 } else { 6.0 };
+            let served = offered.min(10.0 * ready as f64);
+            let mut s = fleet(ready, served, 20.0);
+            if served < offered {
+                s.fleet.ttft_seconds.p95 = Some(5.0);
+                s.fleet.queue_depth = 10.0 * (offered - served);
+            }
+            // The onset's in-flight growth: the running requests climb with the demand.
+            s.fleet.running = 2.0 * served;
+            let d = r.at(t, &s);
+            ready = d.target_replicas as usize;
+            if t >= 110 * 60 {
+                third.push(d);
+            }
+        }
+        third
+    };
+    let free = run("proactive; capacity=10; startup=300; hindsight=advice");
+    let capped = run("proactive; capacity=10; startup=300; hindsight=advice; trendcap=pattern");
+    let most = |ds: &[Decision]| ds.iter().map(|d| d.target_replicas).max().unwrap();
+    // The onset reads 41 req/s (the in-flight growth counts in the demand): the capped
+    // forecast stays there, 6 replicas at 8 req/s each, where the trend alone climbs on.
+    assert_eq!(most(&capped), 6, "{:?}", capped.last());
+    assert!(
+        most(&free) > most(&capped),
+        "{} vs {}",
+        most(&free),
+        most(&capped)
+    );
+    let said = capped
+        .iter()
+        .find(|d| d.explanation.contains("trendcap=pattern"))
+        .expect("the cap is explained where it acted");
+    assert!(
+        said.explanation.contains(
+            "the higher of the demand now and the repeating pattern's level one period ago"
+        ),
+        "{}",
+        said.explanation
+    );
 }
