@@ -7,7 +7,8 @@
 //! serving, `min(d, n x capacity)` is served and the rest is not. That answers the question a
 //! platform team asks of any autoscaler: would a fixed number of replicas, chosen in
 //! hindsight, have served as much for fewer GPU-hours? The answer is advice for the operator
-//! (and a floor to set, `minReplicas`); the policy does not act on it.
+//! (and a floor to set, `minReplicas`); under `hindsight=floor` (the default) the policy also
+//! holds the fleet the comparison names as a floor for a day (`StaticComparison::beaten_by`).
 //!
 //! It is a model: queueing, start-up and a capacity estimate that is itself learned are not in
 //! it, so it reads a static fleet's attainment higher than a simulator would at the edge of
