@@ -5,9 +5,9 @@
 
 /// How far one breaching observation moves the estimate towards the throughput at the breach.
 const CORRECTION: f64 = 0.1;
-/// How much one comfortable observation raises the estimate (a probe: a fleet sized below its
-/// capacity never shows a higher throughput by itself).
-const PROBE: f64 = 0.003;
+/// How much one comfortable observation raises the estimate by default (a probe: a fleet sized
+/// below its capacity never shows a higher throughput by itself); `probe=F` sets it.
+pub const DEFAULT_PROBE: f64 = 0.003;
 /// A comfortable observation: the fleet serves at least this fraction of the estimate...
 const PROBE_LOAD: f64 = 0.5;
 
@@ -25,11 +25,13 @@ pub struct Observation {
 }
 
 /// The running estimate of requests per second one replica serves within the SLO.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CapacityEstimate {
     value: Option<f64>,
     /// Whether any observation has moved it (else it is the prior, or unknown).
     learned: bool,
+    /// How much one comfortable observation raises the estimate.
+    probe: f64,
 }
 
 impl CapacityEstimate {
@@ -38,6 +40,20 @@ impl CapacityEstimate {
         Self {
             value: prior.filter(|p| p.is_finite() && *p > 0.0),
             learned: false,
+            probe: DEFAULT_PROBE,
+        }
+    }
+
+    /// The same, raised by `probe` (a fraction) per comfortable observation instead of the
+    /// default's 0.3 %.
+    pub fn probing(self, probe: f64) -> Self {
+        Self {
+            probe: if probe.is_finite() && probe >= 0.0 {
+                probe
+            } else {
+                DEFAULT_PROBE
+            },
+            ..self
         }
     }
 
@@ -72,7 +88,7 @@ impl CapacityEstimate {
                 self.learned = true;
             }
             Some(c) if o.within_slo && o.comfortable && x >= PROBE_LOAD * c => {
-                self.value = Some(c * (1.0 + PROBE));
+                self.value = Some(c * (1.0 + self.probe));
                 self.learned = true;
             }
             _ => {}
@@ -120,6 +136,23 @@ mod tests {
         // Not comfortable (latency above half its SLO): no probe.
         c.observe(ok(6.0));
         assert_eq!(c.value(), Some(v));
+    }
+
+    #[test]
+    fn the_probe_rate_is_a_setting() {
+        let easy = Observation {
+            comfortable: true,
+            ..ok(8.0)
+        };
+        let mut slow = CapacityEstimate::with_prior(Some(10.0));
+        let mut fast = CapacityEstimate::with_prior(Some(10.0)).probing(0.01);
+        let mut off = CapacityEstimate::with_prior(Some(10.0)).probing(0.0);
+        for c in [&mut slow, &mut fast, &mut off] {
+            c.observe(easy);
+        }
+        assert!((slow.value().unwrap() - 10.03).abs() < 1e-9);
+        assert!((fast.value().unwrap() - 10.1).abs() < 1e-9);
+        assert_eq!(off.value(), Some(10.0));
     }
 
     #[test]

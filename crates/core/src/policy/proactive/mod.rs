@@ -178,6 +178,11 @@ pub struct ProactiveConfig {
     /// did, and its onset's steep slope is not extrapolated as a ramp beyond it. `off`
     /// (false): the trend alone.
     pub trend_capped_by_pattern: bool,
+    /// How much the capacity estimate rises per decision while the fleet is comfortable (every
+    /// P95 within half its SLO) and serves at least half the estimate per replica
+    /// (`probe=F`, a fraction; 0 for none): a fleet sized below its capacity never shows a
+    /// higher throughput by itself.
+    pub probe: f64,
 }
 
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
@@ -244,6 +249,7 @@ impl Default for ProactiveConfig {
             attainment_shares_itl: DEFAULT_ATTAINMENT_SHARES_ITL,
             hindsight_floor: DEFAULT_HINDSIGHT_FLOOR,
             trend_capped_by_pattern: DEFAULT_TREND_CAPPED_BY_PATTERN,
+            probe: capacity::DEFAULT_PROBE,
         }
     }
 }
@@ -323,14 +329,15 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `startups=ask|each` (the start-up time learned per ask or per replica), `attainment=F`
 /// (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to, instead
 /// of the P95 test), `shares=both|ttft` (which latencies `attainment` reads as a share) and
-/// `hindsight=advice|floor` (whether a static fleet found to beat ours becomes a floor) and
-/// `trendcap=off|pattern` (whether a repeating pattern bounds the rising trend).
+/// `hindsight=advice|floor` (whether a static fleet found to beat ours becomes a floor),
+/// `trendcap=off|pattern` (whether a repeating pattern bounds the rising trend) and `probe=F`
+/// (0 <= F <= 0.1: how much the capacity estimate rises per comfortable decision).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO) `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only) `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor) and `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO) `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only) `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor) `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -394,7 +401,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 }
                 let zero_ok = matches!(
                     k,
-                    "peak" | "drain" | "trend" | "release" | "rise" | "hold" | "onset"
+                    "peak" | "drain" | "trend" | "release" | "rise" | "hold" | "onset" | "probe"
                 );
                 let x: f64 = v
                     .parse()
@@ -420,6 +427,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "hold" if x <= 100.0 => c.hold_startups = x,
                     "onset" if x <= 3_600.0 => c.onset_seconds = x,
                     "attainment" if x <= 1.0 => c.attainment = Some(x),
+                    "probe" if x <= 0.1 => c.probe = x,
                     _ => {
                         return Err(format!(
                             "{part:?}: unknown setting or out of range; {expected}"
@@ -517,7 +525,8 @@ impl Proactive {
     /// A fresh policy with these settings.
     pub fn new(config: ProactiveConfig) -> Self {
         Self {
-            capacity: CapacityEstimate::with_prior(config.capacity_per_replica),
+            capacity: CapacityEstimate::with_prior(config.capacity_per_replica)
+                .probing(config.probe),
             demand: DemandTracker::with_onset(Duration::from_secs_f64(config.onset_seconds)),
             config,
             floor: PeakFloor::default(),

@@ -178,6 +178,14 @@ fn the_policy_value_is_read_with_its_settings() {
         Ok(Some(ProactiveConfig::default()))
     );
     assert_eq!(
+        parse_policy("proactive; probe=0.003"),
+        Ok(Some(ProactiveConfig::default()))
+    );
+    assert_eq!(
+        parse_policy("proactive; probe=0").unwrap().unwrap().probe,
+        0.0
+    );
+    assert_eq!(
         parse_policy("proactive; breach=any"),
         Ok(Some(ProactiveConfig::default()))
     );
@@ -227,6 +235,8 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; shares=itl",
         "proactive; hindsight=on",
         "proactive; trendcap=on",
+        "proactive; probe=0.2",
+        "proactive; probe=-0.01",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
