@@ -178,7 +178,7 @@ fn the_policy_value_is_read_with_its_settings() {
         Ok(Some(ProactiveConfig::default()))
     );
     assert_eq!(
-        parse_policy("proactive; probe=0.003"),
+        parse_policy("proactive; probe=0.03"),
         Ok(Some(ProactiveConfig::default()))
     );
     assert_eq!(
