@@ -12,16 +12,21 @@
 //!    seconds counts instead while it is larger and positive;
 //! 3. learns the capacity of one replica within the SLO ([`capacity`]), from the throughput per
 //!    ready replica (once the ready replicas stayed the same for the rate window) while P95 TTFT and ITL stay within their SLOs, probed upwards while they
-//!    stay below half their SLOs under load, corrected down when they break at a lower
+//!    stay below half their SLOs under load (by `probe`, 3 % per decision), corrected down
+//!    when they break at a lower
 //!    throughput; an optional prior starts it; with `attainment=F` "within" is at least F of
 //!    the window's first tokens (and with `shares=both`, the default, of its inter-token gaps)
 //!    within the SLOs instead of the P95s;
 //! 4. forecasts demand over the start-up horizon (learned from how long asked-for replicas took
 //!    to answer, or set): the current demand plus a rising trend over the horizon (at most the
-//!    slope over the last `rise` seconds: a step that has happened is not a ramp), and the
-//!    recent peak for scale-in;
+//!    slope over the last `rise` seconds: a step that has happened is not a ramp; with
+//!    `trendcap=pattern`, at most a repeating pattern's level one period ago), and the recent
+//!    peak for scale-in;
 //! 5. needs `ceil(forecast / (capacity x utilisation))` replicas, and at least what the
-//!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`): one step up to that need
+//!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`),
+//!    what a repeating pattern expects a start-up ahead (`periodic=on`), and the size of a
+//!    static fleet the policy's own hindsight found beating it within the last day
+//!    (`hindsight=floor`, [`hindsight`]): one step up to that need
 //!    (widened to the HPA's tolerance as the guide does); capacity still starting is withdrawn
 //!    when the need falls to what is ready; below the ready replicas it scales in to the highest
 //!    need of the calm period, once the need has stayed below the level that long with no
@@ -328,7 +333,7 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `breach=any|queued` (whether a TTFT breach lowers the capacity estimate with no queue),
 /// `startups=ask|each` (the start-up time learned per ask or per replica), `attainment=F`
 /// (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to, instead
-/// of the P95 test), `shares=both|ttft` (which latencies `attainment` reads as a share) and
+/// of the P95 test), `shares=both|ttft` (which latencies `attainment` reads as a share),
 /// `hindsight=advice|floor` (whether a static fleet found to beat ours becomes a floor),
 /// `trendcap=off|pattern` (whether a repeating pattern bounds the rising trend) and `probe=F`
 /// (0 <= F <= 0.1: how much the capacity estimate rises per comfortable decision).
@@ -337,7 +342,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO) `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only) `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor) `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
