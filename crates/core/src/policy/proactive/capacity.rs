@@ -46,15 +46,12 @@ impl CapacityEstimate {
         }
     }
 
-    /// The same, raised by `probe` (a fraction) per comfortable observation instead of the
-    /// default's 3 %.
+    /// The same, raised by `probe` (a fraction, as `parse_policy` bounds it to 0..=0.1) per
+    /// comfortable observation instead of the default's 3 %; a negative or NaN rate probes
+    /// nothing.
     pub fn probing(self, probe: f64) -> Self {
         Self {
-            probe: if probe.is_finite() && probe >= 0.0 {
-                probe
-            } else {
-                DEFAULT_PROBE
-            },
+            probe: probe.max(0.0),
             ..self
         }
     }

@@ -75,9 +75,10 @@ pub struct StaticComparison {
     /// Whether some static fleet served at least one point more of the demand with at most
     /// 97 % of ours' replica-hours (the evaluation's rule for a policy not worth running).
     pub static_beats_ours: bool,
-    /// The static fleet that beats ours and serves the most of those that do: the smallest
-    /// serving 99 % when that one beats ours, else the largest that beats ours (every fleet
-    /// that beats ours costs at most 97 % of ours' replica-hours). `None` when none beats ours.
+    /// The static fleet named as beating ours: the smallest fleet serving 99 % if that one
+    /// beats ours, else the largest that beats ours (every fleet that beats ours costs at most
+    /// 97 % of ours' replica-hours). `None` when none beats ours; `static_beats_ours` is
+    /// `beaten_by.is_some()`, kept as its own field for the gauge and the JSON.
     pub beaten_by: Option<StaticFleet>,
 }
 

@@ -141,50 +141,46 @@ fn the_policy_value_is_read_with_its_settings() {
             ..ProactiveConfig::default()
         }))
     );
-    assert!(
-        parse_policy("proactive; breach=queued")
-            .unwrap()
-            .unwrap()
-            .breach_needs_queue
-    );
-    assert!(
-        parse_policy("proactive; startups=each")
-            .unwrap()
-            .unwrap()
-            .startup_each
-    );
-    assert_eq!(
-        parse_policy("proactive; startups=ask"),
-        Ok(Some(ProactiveConfig::default()))
-    );
-    assert!(
-        !parse_policy("proactive; hindsight=advice")
-            .unwrap()
-            .unwrap()
-            .hindsight_floor
-    );
-    assert_eq!(
-        parse_policy("proactive; hindsight=floor"),
-        Ok(Some(ProactiveConfig::default()))
-    );
-    assert!(
-        parse_policy("proactive; trendcap=pattern")
-            .unwrap()
-            .unwrap()
-            .trend_capped_by_pattern
-    );
-    assert_eq!(
-        parse_policy("proactive; trendcap=off"),
-        Ok(Some(ProactiveConfig::default()))
-    );
-    assert_eq!(
-        parse_policy("proactive; probe=0.03"),
-        Ok(Some(ProactiveConfig::default()))
-    );
-    assert_eq!(
-        parse_policy("proactive; probe=0").unwrap().unwrap().probe,
-        0.0
-    );
+    // One setting each, against the default with that field changed; a default's own value
+    // parses to the default.
+    let d = ProactiveConfig::default;
+    for (value, expected) in [
+        (
+            "proactive; breach=queued",
+            ProactiveConfig {
+                breach_needs_queue: true,
+                ..d()
+            },
+        ),
+        (
+            "proactive; startups=each",
+            ProactiveConfig {
+                startup_each: true,
+                ..d()
+            },
+        ),
+        (
+            "proactive; hindsight=advice",
+            ProactiveConfig {
+                hindsight_floor: false,
+                ..d()
+            },
+        ),
+        (
+            "proactive; trendcap=pattern",
+            ProactiveConfig {
+                trend_capped_by_pattern: true,
+                ..d()
+            },
+        ),
+        ("proactive; probe=0", ProactiveConfig { probe: 0.0, ..d() }),
+        ("proactive; startups=ask", d()),
+        ("proactive; hindsight=floor", d()),
+        ("proactive; trendcap=off", d()),
+        ("proactive; probe=0.03", d()),
+    ] {
+        assert_eq!(parse_policy(value), Ok(Some(expected)), "{value}");
+    }
     assert_eq!(
         parse_policy("proactive; breach=any"),
         Ok(Some(ProactiveConfig::default()))
@@ -891,14 +887,28 @@ fn a_breach_at_a_bursts_onset_does_not_lower_capacity_until_it_lasted_the_rate_w
     assert!(c < 20.0, "{c}");
 }
 
+/// 6 req/s with 8-minute bursts of 40 req/s every 45 minutes from minute 20, on `ready`
+/// replicas that serve 10 req/s each within the SLO (beyond that TTFT breaks): the fleet's
+/// signals at `t`, and the demand offered.
+fn repeating_bursts(t: u64, ready: usize) -> (FleetSignals, f64) {
+    let m = t / 60;
+    let offered: f64 = if m >= 20 && (m - 20) % 45 < 8 {
+        40.0
+    } else {
+        6.0
+    };
+    let served = offered.min(10.0 * ready as f64);
+    let mut s = fleet(ready, served, 20.0);
+    if served < offered {
+        s.fleet.ttft_seconds.p95 = Some(5.0);
+    }
+    (s, offered)
+}
+
 #[test]
 fn a_burst_that_repeats_is_asked_for_a_start_up_ahead_of_its_next_arrival() {
     // 10 req/s per replica at the SLO (8 at 80 %); 6 req/s with 8-minute bursts of 40 req/s
     // every 45 minutes from minute 20.
-    let burst = |t: u64| {
-        let m = t / 60;
-        m >= 20 && (m - 20) % 45 < 8
-    };
     for (metadata, periodic) in [
         ("proactive; capacity=10; startup=300", true),
         ("proactive; capacity=10; startup=300; periodic=off", false),
@@ -908,14 +918,7 @@ fn a_burst_that_repeats_is_asked_for_a_start_up_ahead_of_its_next_arrival() {
         let mut before_third = 0;
         let mut explanation = String::new();
         for t in (0..=110 * 60).step_by(2) {
-            let offered: f64 = if burst(t) { 40.0 } else { 6.0 };
-            // A replica serves 10 req/s within the SLO; beyond that TTFT breaks.
-            let served = offered.min(10.0 * ready as f64);
-            let mut s = fleet(ready, served, 20.0);
-            if served < offered {
-                s.fleet.ttft_seconds.p95 = Some(5.0);
-            }
-            let d = r.at(t, &s);
+            let d = r.at(t, &repeating_bursts(t, ready).0);
             // Replicas arrive at once here: what matters is when they are asked for.
             ready = d.target_replicas as usize;
             if t == 109 * 60 {
@@ -1387,22 +1390,14 @@ fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
 fn under_trendcap_pattern_a_repeating_bursts_onset_is_not_extrapolated_beyond_its_level() {
     // 10 req/s per replica at the SLO (8 at 80 %); 6 req/s with 8-minute bursts of 40 req/s
     // every 45 minutes from minute 20; the third burst (minute 110) is the one looked at.
-    let burst = |t: u64| {
-        let m = t / 60;
-        m >= 20 && (m - 20) % 45 < 8
-    };
     let run = |metadata: &str| {
         let mut r = Run::new(metadata, 1);
         let mut ready = 1usize;
         let mut third = Vec::new();
         for t in (0..=118 * 60).step_by(2) {
-            let offered: f64 = if burst(t) { 40.0 } else { 6.0 };
-            let served = offered.min(10.0 * ready as f64);
-            let mut s = fleet(ready, served, 20.0);
-            if served < offered {
-                s.fleet.ttft_seconds.p95 = Some(5.0);
-                s.fleet.queue_depth = 10.0 * (offered - served);
-            }
+            let (mut s, offered) = repeating_bursts(t, ready);
+            let served = s.fleet.requests_per_second.unwrap_or(0.0);
+            s.fleet.queue_depth = 10.0 * (offered - served);
             // The onset's in-flight growth: the running requests climb with the demand.
             s.fleet.running = 2.0 * served;
             let d = r.at(t, &s);
