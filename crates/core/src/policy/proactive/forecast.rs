@@ -261,6 +261,9 @@ pub struct Recurring {
     pub correlation: f64,
     /// The highest minute of demand one period ago over the coming window, requests per second.
     pub expected: f64,
+    /// The mean demand over the last period, requests per second: what the pattern's troughs
+    /// are below and its bursts above.
+    pub mean: f64,
 }
 
 impl Recurrence {
@@ -336,10 +339,12 @@ impl Recurrence {
         let span = usize::try_from(ahead.as_secs().div_ceil(60)).unwrap_or(usize::MAX);
         let to = from.saturating_add(span).min(len - 1);
         let expected = x[from..=to].iter().copied().fold(0.0, f64::max);
+        let mean = x[from..].iter().sum::<f64>() / period as f64;
         Some(Recurring {
             period_minutes: period,
             correlation,
             expected,
+            mean,
         })
     }
 }

@@ -26,7 +26,8 @@
 //!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`),
 //!    what a repeating pattern expects a start-up ahead (`periodic=on`), and the size of a
 //!    static fleet the policy's own hindsight found beating it within the last day
-//!    (`hindsight=floor`, [`hindsight`]): one step up to that need
+//!    (`hindsight=floor`, [`hindsight`]; with `troughs=pattern` set aside while a repeating
+//!    pattern expects less than its mean): one step up to that need
 //!    (widened to the HPA's tolerance as the guide does); capacity still starting is withdrawn
 //!    when the need falls to what is ready; below the ready replicas it scales in to the highest
 //!    need of the calm period, once the need has stayed below the level that long with no
@@ -183,6 +184,14 @@ pub struct ProactiveConfig {
     /// did, and its onset's steep slope is not extrapolated as a ramp beyond it. `off`
     /// (false): the trend alone.
     pub trend_capped_by_pattern: bool,
+    /// Whether the hindsight floor yields to a repeating pattern's troughs
+    /// (`troughs=pattern|floor`): `pattern` (true), while a pattern that repeats is found
+    /// (`periodic=on`) and the highest minute it expects over the coming start-up horizon (one
+    /// period ago) is below its mean over the last period, the hindsight floor is set aside and
+    /// the pattern sizes the fleet: a floor learned from repeating bursts is held for the
+    /// bursts, asked for a start-up ahead of them, and not paid for between them. `floor`
+    /// (false): the floor holds throughout.
+    pub floor_yields_to_troughs: bool,
     /// How much the capacity estimate rises per decision while the fleet is comfortable (every
     /// P95 within half its SLO) and serves at least half the estimate per replica
     /// (`probe=F`, a fraction; 0 for none): a fleet sized below its capacity never shows a
@@ -254,6 +263,7 @@ impl Default for ProactiveConfig {
             attainment_shares_itl: DEFAULT_ATTAINMENT_SHARES_ITL,
             hindsight_floor: DEFAULT_HINDSIGHT_FLOOR,
             trend_capped_by_pattern: DEFAULT_TREND_CAPPED_BY_PATTERN,
+            floor_yields_to_troughs: DEFAULT_FLOOR_YIELDS_TO_TROUGHS,
             probe: capacity::DEFAULT_PROBE,
         }
     }
@@ -309,6 +319,8 @@ pub const DEFAULT_ATTAINMENT_SHARES_ITL: bool = true;
 pub const DEFAULT_HINDSIGHT_FLOOR: bool = true;
 /// Whether a repeating pattern bounds the rising trend by default (no: `off`).
 pub const DEFAULT_TREND_CAPPED_BY_PATTERN: bool = false;
+/// Whether the hindsight floor yields to a repeating pattern's troughs by default (no: `floor`).
+pub const DEFAULT_FLOOR_YIELDS_TO_TROUGHS: bool = false;
 /// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
 /// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
 const STARTUP_EACH_WINDOW: u32 = 10;
@@ -335,14 +347,16 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to, instead
 /// of the P95 test), `shares=both|ttft` (which latencies `attainment` reads as a share),
 /// `hindsight=advice|floor` (whether a static fleet found to beat ours becomes a floor),
-/// `trendcap=off|pattern` (whether a repeating pattern bounds the rising trend) and `probe=F`
-/// (0 <= F <= 0.1: how much the capacity estimate rises per comfortable decision).
+/// `trendcap=off|pattern` (whether a repeating pattern bounds the rising trend),
+/// `troughs=floor|pattern` (whether the hindsight floor yields to a repeating pattern's
+/// troughs) and `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per comfortable
+/// decision).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -376,6 +390,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "startups" => Some((&mut c.startup_each, "each", "ask")),
                     "hindsight" => Some((&mut c.hindsight_floor, "floor", "advice")),
                     "trendcap" => Some((&mut c.trend_capped_by_pattern, "pattern", "off")),
+                    "troughs" => Some((&mut c.floor_yields_to_troughs, "pattern", "floor")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -758,6 +773,13 @@ impl Proactive {
             .static_floor
             .filter(|f| f.seen.saturating_add(hindsight::WINDOW) > now);
         let static_floor = self.static_floor.map(|f| clamp(f.fleet.replicas, c));
+        // `troughs=pattern`: in a repeating pattern's trough the pattern sizes the fleet.
+        let trough = recurring
+            .filter(|(r, _)| {
+                self.config.floor_yields_to_troughs && static_floor.is_some() && r.expected < r.mean
+            })
+            .map(|(r, _)| r);
+        let static_floor = static_floor.filter(|_| trough.is_none());
         let need = demand_need
             .max(floor.map_or(0, |f| f.2))
             .max(recurring.map_or(0, |r| r.1))
@@ -1116,6 +1138,15 @@ impl Proactive {
                 num(f.ours_served_percent),
                 num(f.ours_replica_hours),
                 super::explain::dur(now.saturating_sub(f.seen)),
+            ));
+        }
+        if let (Some(f), Some(r)) = (self.static_floor, trough) {
+            numbers.push_str(&format!(
+                "; hindsight floor of {} replicas set aside: the repeating pattern expects at most {} req/s over the next {}, below its mean of {} req/s over the last period (troughs=pattern)",
+                clamp(f.fleet.replicas, c),
+                num(r.expected),
+                super::explain::dur(horizon.saturating_add(PERIODIC_SLACK)),
+                num(r.mean),
             ));
         }
         if let Some((uncapped, bound)) = pattern_cap {

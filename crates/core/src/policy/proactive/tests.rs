@@ -173,10 +173,18 @@ fn the_policy_value_is_read_with_its_settings() {
                 ..d()
             },
         ),
+        (
+            "proactive; troughs=pattern",
+            ProactiveConfig {
+                floor_yields_to_troughs: true,
+                ..d()
+            },
+        ),
         ("proactive; probe=0", ProactiveConfig { probe: 0.0, ..d() }),
         ("proactive; startups=ask", d()),
         ("proactive; hindsight=floor", d()),
         ("proactive; trendcap=off", d()),
+        ("proactive; troughs=floor", d()),
         ("proactive; probe=0.03", d()),
     ] {
         assert_eq!(parse_policy(value), Ok(Some(expected)), "{value}");
@@ -231,6 +239,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; shares=itl",
         "proactive; hindsight=on",
         "proactive; trendcap=on",
+        "proactive; troughs=off",
         "proactive; probe=0.2",
         "proactive; probe=-0.01",
     ] {
@@ -1384,6 +1393,51 @@ fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
     );
     // The floor is bounded by what ours spent: it never reaches the maximum.
     assert!(floor.iter().all(|(_, d)| d.target_replicas < 20));
+}
+
+#[test]
+fn under_troughs_pattern_the_hindsight_floor_is_held_for_the_bursts_not_between_them() {
+    let floor = late_bursts("proactive; capacity=10; startup=300", 240);
+    let troughs = late_bursts("proactive; capacity=10; startup=300; troughs=pattern", 240);
+    // The two are the same until the floor is first set aside.
+    let first = troughs
+        .iter()
+        .position(|(_, d)| d.explanation.contains("set aside"))
+        .expect("a trough that sets the floor aside within four hours");
+    for ((t, a), (_, b)) in floor.iter().zip(&troughs).take(first) {
+        assert_eq!(a.target_replicas, b.target_replicas, "at {t} s");
+    }
+    let said = &troughs[first].1.explanation;
+    assert!(
+        said.contains("below its mean of") && said.contains("(troughs=pattern)"),
+        "{said}"
+    );
+    // The last hour: bursts every 20 minutes from minute 14 of each period. Between them the
+    // floor costs replicas that the pattern does without; at each burst's start the fleet the
+    // pattern asked for a start-up ahead is ready (at least the floor's size).
+    let at = |run: &[(u64, Decision)], t: u64| decision_at(run, t).target_replicas;
+    let floor_size = at(&floor, 230 * 60);
+    assert!(floor_size >= 2, "{floor_size}");
+    let mid_trough = 226 * 60;
+    assert!(
+        at(&troughs, mid_trough) < floor_size,
+        "{}",
+        decision_at(&troughs, mid_trough).explanation
+    );
+    for burst in [194, 214, 234] {
+        assert!(
+            at(&troughs, burst * 60) >= floor_size,
+            "minute {burst}: {}",
+            decision_at(&troughs, burst * 60).explanation
+        );
+    }
+    let replica_time = |run: &[(u64, Decision)]| -> u64 {
+        run.iter()
+            .filter(|(t, _)| *t >= 180 * 60)
+            .map(|(_, d)| u64::from(d.target_replicas))
+            .sum()
+    };
+    assert!(replica_time(&troughs) < replica_time(&floor));
 }
 
 #[test]
