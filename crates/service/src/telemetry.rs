@@ -501,6 +501,7 @@ mod tests {
             as_much: fleet(3, 85.0, 6.0),
             at_99: Some(fleet(4, 100.0, 8.0)),
             static_beats_ours: true,
+            peak_demand: 40.0,
             beaten_by: Some(fleet(3, 85.0, 6.0)),
         }
     }

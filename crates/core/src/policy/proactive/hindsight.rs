@@ -35,6 +35,8 @@ struct Minute {
     index: u64,
     samples: u32,
     demand: f32,
+    /// The highest demand estimate among its decisions.
+    peak: f32,
     ready: f32,
     held: f32,
 }
@@ -75,6 +77,9 @@ pub struct StaticComparison {
     /// Whether some static fleet served at least one point more of the demand with at most
     /// 97 % of ours' replica-hours (the evaluation's rule for a policy not worth running).
     pub static_beats_ours: bool,
+    /// The highest demand estimate of any compared minute, requests per second: the range of
+    /// demand the named fleets are judged on.
+    pub peak_demand: f64,
     /// The static fleet named as beating ours: the smallest fleet serving 99 % if that one
     /// beats ours, else the largest that beats ours (every fleet that beats ours costs at most
     /// 97 % of ours' replica-hours). `None` when none beats ours; `static_beats_ours` is
@@ -96,6 +101,7 @@ impl Hindsight {
             Some(m) if m.index == index => {
                 m.samples += 1;
                 m.demand += demand;
+                m.peak = m.peak.max(demand);
                 m.ready += ready as f32;
                 m.held += held as f32;
                 false
@@ -106,6 +112,7 @@ impl Hindsight {
                     index,
                     samples: 1,
                     demand,
+                    peak: demand,
                     ready: ready as f32,
                     held: held as f32,
                 });
@@ -158,6 +165,12 @@ impl Hindsight {
                     .sum::<f64>()
                 / total
         };
+        let peak_demand = self
+            .minutes
+            .iter()
+            .take(whole)
+            .map(|m| f64::from(m.peak))
+            .fold(0.0, f64::max);
         let ours_served = served(&|m| m.1);
         let ours_hours = hours(minutes.iter().map(|m| m.2).sum());
         // Scaled to zero all along: nothing was spent to compare with.
@@ -191,6 +204,7 @@ impl Hindsight {
             as_much,
             at_99,
             static_beats_ours: beaten_by.is_some(),
+            peak_demand,
             beaten_by,
         })
     }

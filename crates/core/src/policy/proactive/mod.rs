@@ -192,6 +192,21 @@ pub struct ProactiveConfig {
     /// bursts, asked for a start-up ahead of them, and not paid for between them. `floor`
     /// (false): the floor holds throughout.
     pub floor_yields_to_troughs: bool,
+    /// Under `troughs=pattern`, how many start-up times (plus two minutes) ahead the pattern
+    /// must expect less than its mean for the floor to be set aside (`ahead=K`, 1 to 10): a
+    /// learned start-up that reads short brings the floor back too late for replicas that
+    /// start slower.
+    pub trough_ahead_startups: f64,
+    /// Whether the hindsight's fleet is also a ceiling within the demand it was judged on
+    /// (`ceiling=seen|off`): `seen` (true), while a hindsight floor is held and the demand now
+    /// is at most the highest demand of the history that named it and at most what that fleet
+    /// serves at the capacity estimate (the fluid model's own measure), the need is at most that
+    /// fleet's size: a static fleet of that size served that range of demand, so the forecast,
+    /// the backlog and the pattern do not chase above it. The cap holds only while no latency
+    /// is over its SLO, no request queues beyond one per ready replica and no guide trigger
+    /// fires: a demand read from a fleet at its limit is what it served, not what arrived.
+    /// `off` (false): the floor is a floor only.
+    pub ceiling_at_floor: bool,
     /// How much the capacity estimate rises per decision while the fleet is comfortable (every
     /// P95 within half its SLO) and serves at least half the estimate per replica
     /// (`probe=F`, a fraction; 0 for none): a fleet sized below its capacity never shows a
@@ -264,6 +279,8 @@ impl Default for ProactiveConfig {
             hindsight_floor: DEFAULT_HINDSIGHT_FLOOR,
             trend_capped_by_pattern: DEFAULT_TREND_CAPPED_BY_PATTERN,
             floor_yields_to_troughs: DEFAULT_FLOOR_YIELDS_TO_TROUGHS,
+            trough_ahead_startups: DEFAULT_TROUGH_AHEAD_STARTUPS,
+            ceiling_at_floor: DEFAULT_CEILING_AT_FLOOR,
             probe: capacity::DEFAULT_PROBE,
         }
     }
@@ -321,6 +338,12 @@ pub const DEFAULT_HINDSIGHT_FLOOR: bool = true;
 pub const DEFAULT_TREND_CAPPED_BY_PATTERN: bool = false;
 /// Whether the hindsight floor yields to a repeating pattern's troughs by default (no: `floor`).
 pub const DEFAULT_FLOOR_YIELDS_TO_TROUGHS: bool = false;
+/// Start-up times a trough must last ahead, by default, for `troughs=pattern` to set the floor
+/// aside (one, as the periodic forecast looks ahead).
+pub const DEFAULT_TROUGH_AHEAD_STARTUPS: f64 = 1.0;
+/// Whether the hindsight's fleet is a ceiling within the demand it was judged on, by default
+/// (no: `off`).
+pub const DEFAULT_CEILING_AT_FLOOR: bool = false;
 /// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
 /// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
 const STARTUP_EACH_WINDOW: u32 = 10;
@@ -349,14 +372,16 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `hindsight=advice|floor` (whether a static fleet found to beat ours becomes a floor),
 /// `trendcap=off|pattern` (whether a repeating pattern bounds the rising trend),
 /// `troughs=floor|pattern` (whether the hindsight floor yields to a repeating pattern's
-/// troughs) and `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per comfortable
-/// decision).
+/// troughs), `ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for
+/// `troughs=pattern`), `ceiling=off|seen` (whether the hindsight's fleet also caps the need within the
+/// demand it was judged on) and `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises
+/// per comfortable decision).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -391,6 +416,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "hindsight" => Some((&mut c.hindsight_floor, "floor", "advice")),
                     "trendcap" => Some((&mut c.trend_capped_by_pattern, "pattern", "off")),
                     "troughs" => Some((&mut c.floor_yields_to_troughs, "pattern", "floor")),
+                    "ceiling" => Some((&mut c.ceiling_at_floor, "seen", "off")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -448,6 +474,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "onset" if x <= 3_600.0 => c.onset_seconds = x,
                     "attainment" if x <= 1.0 => c.attainment = Some(x),
                     "probe" if x <= 0.1 => c.probe = x,
+                    "ahead" if (1.0..=10.0).contains(&x) => c.trough_ahead_startups = x,
                     _ => {
                         return Err(format!(
                             "{part:?}: unknown setting or out of range; {expected}"
@@ -529,6 +556,8 @@ struct StaticFloor {
     ours_served_percent: f64,
     ours_replica_hours: f64,
     minutes: u32,
+    /// The highest demand of the history that named it, requests per second.
+    peak_demand: f64,
     /// When a comparison last found a static fleet beating ours.
     seen: Duration,
 }
@@ -774,16 +803,42 @@ impl Proactive {
             .filter(|f| f.seen.saturating_add(hindsight::WINDOW) > now);
         let static_floor = self.static_floor.map(|f| clamp(f.fleet.replicas, c));
         // `troughs=pattern`: in a repeating pattern's trough the pattern sizes the fleet.
-        let trough = recurring
-            .filter(|(r, _)| {
-                self.config.floor_yields_to_troughs && static_floor.is_some() && r.expected < r.mean
-            })
-            .map(|(r, _)| r);
+        let trough_ahead = horizon
+            .mul_f64(self.config.trough_ahead_startups)
+            .saturating_add(PERIODIC_SLACK);
+        let trough = if self.config.periodic
+            && self.config.floor_yields_to_troughs
+            && static_floor.is_some()
+        {
+            self.recurrence
+                .recurring(now, trough_ahead)
+                .filter(|r| r.expected < r.mean)
+        } else {
+            None
+        };
         let static_floor = static_floor.filter(|_| trough.is_none());
-        let need = demand_need
+        let uncapped = demand_need
             .max(floor.map_or(0, |f| f.2))
             .max(recurring.map_or(0, |r| r.1))
             .max(static_floor.unwrap_or(0));
+        // `ceiling=seen`: within the demand the hindsight's fleet was judged on, that fleet
+        // is enough, while the fleet is within the SLO with no queue and no trigger fires (a
+        // demand read from a fleet at its limit is what it served, not what arrived: a cap
+        // on that would confirm itself).
+        let ceiling = self
+            .static_floor
+            .filter(|f| {
+                self.config.ceiling_at_floor
+                    && fc.now
+                        <= f.peak_demand
+                            .min(f64::from(clamp(f.fleet.replicas, c)) * cap)
+                    && !breached
+                    && !queued
+                    && !guide.reason.is_scale_out()
+            })
+            .map(|f| (clamp(f.fleet.replicas, c), f.peak_demand))
+            .filter(|(k, _)| uncapped > *k);
+        let need = ceiling.map_or(uncapped, |(k, _)| k);
         self.needs.push_back((now, need));
         prune(&mut self.needs, now, c.scale_down_stabilization);
         let window_need = self.needs.iter().map(|n| n.1).max().unwrap_or(need);
@@ -1028,12 +1083,15 @@ impl Proactive {
                     ours_served_percent: cmp.ours_served_percent,
                     ours_replica_hours: cmp.ours_replica_hours,
                     minutes: cmp.minutes,
+                    peak_demand: cmp.peak_demand,
                     seen: now,
                 };
                 self.static_floor = Some(match self.static_floor {
-                    Some(kept) if kept.fleet.replicas > by.replicas => {
-                        StaticFloor { seen: now, ..kept }
-                    }
+                    Some(kept) if kept.fleet.replicas > by.replicas => StaticFloor {
+                        seen: now,
+                        peak_demand: kept.peak_demand.max(cmp.peak_demand),
+                        ..kept
+                    },
                     _ => found,
                 });
             }
@@ -1140,12 +1198,20 @@ impl Proactive {
                 super::explain::dur(now.saturating_sub(f.seen)),
             ));
         }
+        if let Some((k, peak)) = ceiling {
+            numbers.push_str(&format!(
+                "; need capped at the hindsight's fleet of {k} replicas: the demand now, {} req/s, is within what they serve at the capacity estimate ({} req/s) and within the {} req/s of the history they were judged on (ceiling=seen; uncapped {uncapped} replicas)",
+                num(fc.now),
+                num(f64::from(k) * cap),
+                num(peak),
+            ));
+        }
         if let (Some(f), Some(r)) = (self.static_floor, trough) {
             numbers.push_str(&format!(
                 "; hindsight floor of {} replicas set aside: the repeating pattern expects at most {} req/s over the next {}, below its mean of {} req/s over the last period (troughs=pattern)",
                 clamp(f.fleet.replicas, c),
                 num(r.expected),
-                super::explain::dur(horizon.saturating_add(PERIODIC_SLACK)),
+                super::explain::dur(trough_ahead),
                 num(r.mean),
             ));
         }

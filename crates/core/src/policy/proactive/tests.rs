@@ -180,11 +180,28 @@ fn the_policy_value_is_read_with_its_settings() {
                 ..d()
             },
         ),
+        (
+            "proactive; ceiling=seen",
+            ProactiveConfig {
+                ceiling_at_floor: true,
+                ..d()
+            },
+        ),
+        (
+            "proactive; troughs=pattern; ahead=2",
+            ProactiveConfig {
+                floor_yields_to_troughs: true,
+                trough_ahead_startups: 2.0,
+                ..d()
+            },
+        ),
         ("proactive; probe=0", ProactiveConfig { probe: 0.0, ..d() }),
         ("proactive; startups=ask", d()),
         ("proactive; hindsight=floor", d()),
         ("proactive; trendcap=off", d()),
         ("proactive; troughs=floor", d()),
+        ("proactive; ceiling=off", d()),
+        ("proactive; ahead=1", d()),
         ("proactive; probe=0.03", d()),
     ] {
         assert_eq!(parse_policy(value), Ok(Some(expected)), "{value}");
@@ -240,6 +257,9 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; hindsight=on",
         "proactive; trendcap=on",
         "proactive; troughs=off",
+        "proactive; ceiling=on",
+        "proactive; ahead=0.5",
+        "proactive; ahead=11",
         "proactive; probe=0.2",
         "proactive; probe=-0.01",
     ] {
@@ -1438,6 +1458,89 @@ fn under_troughs_pattern_the_hindsight_floor_is_held_for_the_bursts_not_between_
             .sum()
     };
     assert!(replica_time(&troughs) < replica_time(&floor));
+}
+
+#[test]
+fn under_ceiling_seen_a_fleet_at_its_limit_is_never_capped() {
+    // In this model the floor's fleet breaches the SLO on every burst and the demand reads
+    // only what it serves: the hindsight names a fleet too small for the bursts, and a cap at
+    // it would confirm itself. The ceiling holds only within the SLO and what the fleet serves:
+    // the fleet still grows beyond the first fleet named.
+    let ceiling = late_bursts(
+        "proactive; capacity=10; startup=300; periodic=off; ceiling=seen",
+        240,
+    );
+    let (first, named) = ceiling
+        .iter()
+        .find_map(|(t, d)| {
+            let rest = d.explanation.split("a static fleet of ").nth(1)?;
+            let n: u32 = rest.split(' ').next()?.parse().ok()?;
+            Some((*t, n))
+        })
+        .expect("a floor from hindsight within four hours");
+    // Within a burst a cap holds only at a fleet that serves the burst's 40 req/s.
+    for (t, d) in &ceiling {
+        let capped_at = d
+            .explanation
+            .split("need capped at the hindsight's fleet of ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next()?.parse::<u32>().ok());
+        if let Some(k) = capped_at.filter(|_| t % 1200 >= 840) {
+            assert!(k * 10 >= 40, "at {t} s: {}", d.explanation);
+        }
+    }
+    for burst in (first / 1200 + 1)..12 {
+        let most = ceiling
+            .iter()
+            .filter(|(t, _)| t / 1200 == burst && t % 1200 >= 840)
+            .map(|(_, d)| d.target_replicas)
+            .max()
+            .unwrap();
+        assert!(most > named, "burst {burst}: {most} <= {named}");
+    }
+}
+
+#[test]
+fn under_ceiling_seen_the_hindsight_fleet_is_enough_within_the_demand_it_was_judged_on() {
+    // A hindsight floor of 4 replicas, named from a history whose demand peaked at 45 req/s;
+    // 4 ready replicas serve 40 req/s within the SLO. At 10 req/s per replica and 80 % the
+    // demand alone asks for 5.
+    let run = |metadata: &str, rps: f64| {
+        let mut r = Run::new(metadata, 4);
+        r.proactive.static_floor = Some(StaticFloor {
+            fleet: StaticFleet {
+                replicas: 4,
+                served_percent: 100.0,
+                replica_hours: 8.0,
+            },
+            ours_served_percent: 90.0,
+            ours_replica_hours: 9.0,
+            minutes: 120,
+            peak_demand: 45.0,
+            seen: Duration::ZERO,
+        });
+        let mut last = None;
+        for t in (0..=120).step_by(2) {
+            last = Some(r.at(t, &fleet(4, rps, 2.0 * rps)));
+        }
+        last.unwrap()
+    };
+    let metadata = "proactive; capacity=10; startup=300; periodic=off";
+    let free = run(metadata, 40.0);
+    assert_eq!(free.target_replicas, 5, "{}", free.explanation);
+    let capped = run(&format!("{metadata}; ceiling=seen"), 40.0);
+    assert_eq!(capped.target_replicas, 4, "{}", capped.explanation);
+    assert!(
+        capped.explanation.contains(
+            "need capped at the hindsight's fleet of 4 replicas: the demand now, 40 req/s, is within what they serve at the capacity estimate (40 req/s) and within the 45 req/s"
+        ),
+        "{}",
+        capped.explanation
+    );
+    // Beyond what the fleet serves at the capacity estimate, or beyond the demand it was
+    // judged on, the forecast decides again.
+    let beyond = run(&format!("{metadata}; ceiling=seen"), 50.0);
+    assert!(beyond.target_replicas > 4, "{}", beyond.explanation);
 }
 
 #[test]
