@@ -26,8 +26,10 @@
 //!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`),
 //!    what a repeating pattern expects a start-up ahead (`periodic=on`), and the size of a
 //!    static fleet the policy's own hindsight found beating it within the last day
-//!    (`hindsight=floor`, [`hindsight`]; with `troughs=pattern` set aside while a repeating
-//!    pattern expects less than its mean): one step up to that need
+//!    (`hindsight=floor`, [`hindsight`]; with `troughs=pattern`, the default, set aside while
+//!    a repeating pattern expects less than its mean over the next `ahead` start-ups; with
+//!    `ceiling=seen`, the default, also the most the need asks for while that fleet serves the
+//!    demand within the SLO): one step up to that need
 //!    (widened to the HPA's tolerance as the guide does); capacity still starting is withdrawn
 //!    when the need falls to what is ready; below the ready replicas it scales in to the highest
 //!    need of the calm period, once the need has stayed below the level that long with no
@@ -336,14 +338,18 @@ pub const DEFAULT_ATTAINMENT_SHARES_ITL: bool = true;
 pub const DEFAULT_HINDSIGHT_FLOOR: bool = true;
 /// Whether a repeating pattern bounds the rising trend by default (no: `off`).
 pub const DEFAULT_TREND_CAPPED_BY_PATTERN: bool = false;
-/// Whether the hindsight floor yields to a repeating pattern's troughs by default (no: `floor`).
-pub const DEFAULT_FLOOR_YIELDS_TO_TROUGHS: bool = false;
+/// Whether the hindsight floor yields to a repeating pattern's troughs by default: yes
+/// (`pattern`) since the twenty-second round, chosen with `ahead=2` and `ceiling=seen` on the
+/// training scenarios (`docs/evaluation/proactive.md`, section 32; alone, with `ahead=1`, a
+/// negative result in section 31).
+pub const DEFAULT_FLOOR_YIELDS_TO_TROUGHS: bool = true;
 /// Start-up times a trough must last ahead, by default, for `troughs=pattern` to set the floor
-/// aside (one, as the periodic forecast looks ahead).
-pub const DEFAULT_TROUGH_AHEAD_STARTUPS: f64 = 1.0;
-/// Whether the hindsight's fleet is a ceiling within the demand it was judged on, by default
-/// (no: `off`).
-pub const DEFAULT_CEILING_AT_FLOOR: bool = false;
+/// aside: two since the twenty-second round (section 32; one, as the periodic forecast looks
+/// ahead, came back too late for replicas slower than the learned start-up, section 31).
+pub const DEFAULT_TROUGH_AHEAD_STARTUPS: f64 = 2.0;
+/// Whether the hindsight's fleet is a ceiling within the demand it was judged on, by default:
+/// yes (`seen`) since the twenty-second round (section 32).
+pub const DEFAULT_CEILING_AT_FLOOR: bool = true;
 /// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
 /// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
 const STARTUP_EACH_WINDOW: u32 = 10;

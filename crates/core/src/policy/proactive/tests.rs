@@ -174,24 +174,23 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
-            "proactive; troughs=pattern",
+            "proactive; troughs=floor",
             ProactiveConfig {
-                floor_yields_to_troughs: true,
+                floor_yields_to_troughs: false,
                 ..d()
             },
         ),
         (
-            "proactive; ceiling=seen",
+            "proactive; ceiling=off",
             ProactiveConfig {
-                ceiling_at_floor: true,
+                ceiling_at_floor: false,
                 ..d()
             },
         ),
         (
-            "proactive; troughs=pattern; ahead=2",
+            "proactive; ahead=1",
             ProactiveConfig {
-                floor_yields_to_troughs: true,
-                trough_ahead_startups: 2.0,
+                trough_ahead_startups: 1.0,
                 ..d()
             },
         ),
@@ -199,9 +198,9 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; startups=ask", d()),
         ("proactive; hindsight=floor", d()),
         ("proactive; trendcap=off", d()),
-        ("proactive; troughs=floor", d()),
-        ("proactive; ceiling=off", d()),
-        ("proactive; ahead=1", d()),
+        ("proactive; troughs=pattern", d()),
+        ("proactive; ceiling=seen", d()),
+        ("proactive; troughs=pattern; ahead=2", d()),
         ("proactive; probe=0.03", d()),
     ] {
         assert_eq!(parse_policy(value), Ok(Some(expected)), "{value}");
@@ -1417,8 +1416,16 @@ fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
 
 #[test]
 fn under_troughs_pattern_the_hindsight_floor_is_held_for_the_bursts_not_between_them() {
-    let floor = late_bursts("proactive; capacity=10; startup=300", 240);
-    let troughs = late_bursts("proactive; capacity=10; startup=300; troughs=pattern", 240);
+    // One start-up ahead (`ahead=1`): in this model's 20-minute period a trough two start-ups
+    // long never comes. The ceiling is off in both, to see the floor alone.
+    let floor = late_bursts(
+        "proactive; capacity=10; startup=300; ceiling=off; troughs=floor",
+        240,
+    );
+    let troughs = late_bursts(
+        "proactive; capacity=10; startup=300; ceiling=off; troughs=pattern; ahead=1",
+        240,
+    );
     // The two are the same until the floor is first set aside.
     let first = troughs
         .iter()
@@ -1526,7 +1533,7 @@ fn under_ceiling_seen_the_hindsight_fleet_is_enough_within_the_demand_it_was_jud
         last.unwrap()
     };
     let metadata = "proactive; capacity=10; startup=300; periodic=off";
-    let free = run(metadata, 40.0);
+    let free = run(&format!("{metadata}; ceiling=off"), 40.0);
     assert_eq!(free.target_replicas, 5, "{}", free.explanation);
     let capped = run(&format!("{metadata}; ceiling=seen"), 40.0);
     assert_eq!(capped.target_replicas, 4, "{}", capped.explanation);
