@@ -209,6 +209,12 @@ pub struct ProactiveConfig {
     /// fires: a demand read from a fleet at its limit is what it served, not what arrived.
     /// `off` (false): the floor is a floor only.
     pub ceiling_at_floor: bool,
+    /// Which fleet the hindsight floor holds when comparisons name different ones
+    /// (`floorsize=largest|latest`): `largest` (false), the largest named within the day, so a
+    /// fleet named on a low capacity estimate stays after the estimate has risen; `latest`
+    /// (true), the one the last comparison that named a fleet named (every comparison reads
+    /// the whole day at the current estimate).
+    pub floor_latest: bool,
     /// How much the capacity estimate rises per decision while the fleet is comfortable (every
     /// P95 within half its SLO) and serves at least half the estimate per replica
     /// (`probe=F`, a fraction; 0 for none): a fleet sized below its capacity never shows a
@@ -283,6 +289,7 @@ impl Default for ProactiveConfig {
             floor_yields_to_troughs: DEFAULT_FLOOR_YIELDS_TO_TROUGHS,
             trough_ahead_startups: DEFAULT_TROUGH_AHEAD_STARTUPS,
             ceiling_at_floor: DEFAULT_CEILING_AT_FLOOR,
+            floor_latest: DEFAULT_FLOOR_LATEST,
             probe: capacity::DEFAULT_PROBE,
         }
     }
@@ -350,6 +357,9 @@ pub const DEFAULT_TROUGH_AHEAD_STARTUPS: f64 = 2.0;
 /// Whether the hindsight's fleet is a ceiling within the demand it was judged on, by default:
 /// yes (`seen`) since the twenty-second round (section 32).
 pub const DEFAULT_CEILING_AT_FLOOR: bool = true;
+/// Whether the hindsight floor is the latest fleet named rather than the largest within the
+/// day, by default (no: `largest`).
+pub const DEFAULT_FLOOR_LATEST: bool = false;
 /// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
 /// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
 const STARTUP_EACH_WINDOW: u32 = 10;
@@ -379,7 +389,8 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `trendcap=off|pattern` (whether a repeating pattern bounds the rising trend),
 /// `troughs=floor|pattern` (whether the hindsight floor yields to a repeating pattern's
 /// troughs), `ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for
-/// `troughs=pattern`), `ceiling=off|seen` (whether the hindsight's fleet also caps the need within the
+/// `troughs=pattern`), `floorsize=largest|latest` (which named fleet the hindsight floor
+/// holds), `ceiling=off|seen` (whether the hindsight's fleet also caps the need within the
 /// demand it was judged on) and `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises
 /// per comfortable decision).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
@@ -387,7 +398,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -423,6 +434,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "trendcap" => Some((&mut c.trend_capped_by_pattern, "pattern", "off")),
                     "troughs" => Some((&mut c.floor_yields_to_troughs, "pattern", "floor")),
                     "ceiling" => Some((&mut c.ceiling_at_floor, "seen", "off")),
+                    "floorsize" => Some((&mut c.floor_latest, "latest", "largest")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -1083,7 +1095,8 @@ impl Proactive {
                 && let Some(cmp) = &self.comparison
                 && let Some(by) = cmp.beaten_by
             {
-                // A larger fleet found earlier within the day stays the floor.
+                // A larger fleet found earlier within the day stays the floor, unless the
+                // latest is what counts (`floorsize=latest`).
                 let found = StaticFloor {
                     fleet: by,
                     ours_served_percent: cmp.ours_served_percent,
@@ -1093,11 +1106,15 @@ impl Proactive {
                     seen: now,
                 };
                 self.static_floor = Some(match self.static_floor {
-                    Some(kept) if kept.fleet.replicas > by.replicas => StaticFloor {
-                        seen: now,
-                        peak_demand: kept.peak_demand.max(cmp.peak_demand),
-                        ..kept
-                    },
+                    Some(kept)
+                        if kept.fleet.replicas > by.replicas && !self.config.floor_latest =>
+                    {
+                        StaticFloor {
+                            seen: now,
+                            peak_demand: kept.peak_demand.max(cmp.peak_demand),
+                            ..kept
+                        }
+                    }
                     _ => found,
                 });
             }
