@@ -194,6 +194,13 @@ fn the_policy_value_is_read_with_its_settings() {
                 ..d()
             },
         ),
+        (
+            "proactive; floorsize=latest",
+            ProactiveConfig {
+                floor_latest: true,
+                ..d()
+            },
+        ),
         ("proactive; probe=0", ProactiveConfig { probe: 0.0, ..d() }),
         ("proactive; startups=ask", d()),
         ("proactive; hindsight=floor", d()),
@@ -201,6 +208,7 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; troughs=pattern", d()),
         ("proactive; ceiling=seen", d()),
         ("proactive; troughs=pattern; ahead=2", d()),
+        ("proactive; floorsize=largest", d()),
         ("proactive; probe=0.03", d()),
     ] {
         assert_eq!(parse_policy(value), Ok(Some(expected)), "{value}");
@@ -257,6 +265,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; trendcap=on",
         "proactive; troughs=off",
         "proactive; ceiling=on",
+        "proactive; floorsize=smallest",
         "proactive; ahead=0.5",
         "proactive; ahead=11",
         "proactive; probe=0.2",
@@ -1548,6 +1557,77 @@ fn under_ceiling_seen_the_hindsight_fleet_is_enough_within_the_demand_it_was_jud
     // judged on, the forecast decides again.
     let beyond = run(&format!("{metadata}; ceiling=seen"), 50.0);
     assert!(beyond.target_replicas > 4, "{}", beyond.explanation);
+}
+
+#[test]
+fn under_floorsize_latest_a_smaller_fleet_named_later_lowers_the_floor() {
+    // A floor of 6 replicas named earlier; the demand is 20 req/s, which 2 replicas serve at
+    // 10 req/s each (3 at 80 %). Short of replicas at first and holding 6 after, ours is
+    // beaten by a static fleet of 2 once the comparison has half an hour of history.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 6);
+        r.proactive.static_floor = Some(StaticFloor {
+            fleet: StaticFleet {
+                replicas: 6,
+                served_percent: 100.0,
+                replica_hours: 6.0,
+            },
+            ours_served_percent: 90.0,
+            ours_replica_hours: 8.0,
+            minutes: 60,
+            peak_demand: 60.0,
+            seen: Duration::ZERO,
+        });
+        let mut target = 6usize;
+        let mut out = Vec::new();
+        for t in (0..=60 * 60).step_by(2) {
+            // The first ten minutes one replica is ready and serves half the demand: ours
+            // loses some, so a static fleet can beat it.
+            let ready = if t < 600 { 1 } else { target };
+            let served = 20.0_f64.min(10.0 * ready as f64);
+            let mut s = fleet(ready, served, 2.0 * served);
+            if served < 20.0 {
+                s.fleet.ttft_seconds.p95 = Some(5.0);
+                // The unserved half queues: the demand reads 20 req/s, not what is served.
+                s.fleet.queue_depth = 10.0 * t as f64;
+            }
+            let d = r.at(t, &s);
+            target = d.target_replicas as usize;
+            out.push((t, d));
+        }
+        out
+    };
+    let metadata = "proactive; capacity=10; startup=300; ceiling=off";
+    let largest = run(metadata);
+    let latest = run(&format!("{metadata}; floorsize=latest"));
+    let end = |r: &[(u64, Decision)]| r.last().unwrap().1.clone();
+    assert_eq!(
+        end(&largest).target_replicas,
+        6,
+        "{}",
+        end(&largest).explanation
+    );
+    assert_eq!(
+        end(&latest).target_replicas,
+        3,
+        "{}",
+        end(&latest).explanation
+    );
+    assert!(
+        end(&latest)
+            .explanation
+            .contains("a static fleet of 2 replicas would have served 100 %"),
+        "{}",
+        end(&latest).explanation
+    );
+    // Before the first comparison the two are the same.
+    for ((t, a), (_, b)) in largest
+        .iter()
+        .zip(&latest)
+        .take_while(|(x, _)| x.0 < 30 * 60)
+    {
+        assert_eq!(a.target_replicas, b.target_replicas, "at {t} s");
+    }
 }
 
 #[test]
