@@ -188,10 +188,11 @@ pub struct ProactiveConfig {
     pub trend_capped_by_pattern: bool,
     /// Whether the hindsight floor yields to a repeating pattern's troughs
     /// (`troughs=pattern|floor`): `pattern` (true), while a pattern that repeats is found
-    /// (`periodic=on`) and the highest minute it expects over the coming start-up horizon (one
-    /// period ago) is below its mean over the last period, the hindsight floor is set aside and
-    /// the pattern sizes the fleet: a floor learned from repeating bursts is held for the
-    /// bursts, asked for a start-up ahead of them, and not paid for between them. `floor`
+    /// (`periodic=on`) and the highest minute it expects over the next `ahead` start-up times
+    /// and two minutes (one period ago) is below its mean over the last period, the hindsight
+    /// floor is set aside and the pattern sizes the fleet: a floor learned from repeating
+    /// bursts is held for the bursts, back `ahead` start-ups before them, and not paid for
+    /// between them. `floor`
     /// (false): the floor holds throughout.
     pub floor_yields_to_troughs: bool,
     /// Under `troughs=pattern`, how many start-up times (plus two minutes) ahead the pattern
