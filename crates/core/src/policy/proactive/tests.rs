@@ -1516,6 +1516,23 @@ fn under_ceiling_seen_a_fleet_at_its_limit_is_never_capped() {
     }
 }
 
+/// A hindsight floor of `replicas` named at the start, from a two-hour history whose demand
+/// peaked at `peak_demand` and which that fleet served whole.
+fn named_floor(replicas: u32, peak_demand: f64) -> StaticFloor {
+    StaticFloor {
+        fleet: StaticFleet {
+            replicas,
+            served_percent: 100.0,
+            replica_hours: 2.0 * f64::from(replicas),
+        },
+        ours_served_percent: 90.0,
+        ours_replica_hours: 2.5 * f64::from(replicas),
+        minutes: 120,
+        peak_demand,
+        seen: Duration::ZERO,
+    }
+}
+
 #[test]
 fn under_ceiling_seen_the_hindsight_fleet_is_enough_within_the_demand_it_was_judged_on() {
     // A hindsight floor of 4 replicas, named from a history whose demand peaked at 45 req/s;
@@ -1523,18 +1540,7 @@ fn under_ceiling_seen_the_hindsight_fleet_is_enough_within_the_demand_it_was_jud
     // demand alone asks for 5.
     let run = |metadata: &str, rps: f64| {
         let mut r = Run::new(metadata, 4);
-        r.proactive.static_floor = Some(StaticFloor {
-            fleet: StaticFleet {
-                replicas: 4,
-                served_percent: 100.0,
-                replica_hours: 8.0,
-            },
-            ours_served_percent: 90.0,
-            ours_replica_hours: 9.0,
-            minutes: 120,
-            peak_demand: 45.0,
-            seen: Duration::ZERO,
-        });
+        r.proactive.static_floor = Some(named_floor(4, 45.0));
         let mut last = None;
         for t in (0..=120).step_by(2) {
             last = Some(r.at(t, &fleet(4, rps, 2.0 * rps)));
@@ -1566,18 +1572,7 @@ fn under_floorsize_latest_a_smaller_fleet_named_later_lowers_the_floor() {
     // beaten by a static fleet of 2 once the comparison has half an hour of history.
     let run = |metadata: &str| {
         let mut r = Run::new(metadata, 6);
-        r.proactive.static_floor = Some(StaticFloor {
-            fleet: StaticFleet {
-                replicas: 6,
-                served_percent: 100.0,
-                replica_hours: 6.0,
-            },
-            ours_served_percent: 90.0,
-            ours_replica_hours: 8.0,
-            minutes: 60,
-            peak_demand: 60.0,
-            seen: Duration::ZERO,
-        });
+        r.proactive.static_floor = Some(named_floor(6, 60.0));
         let mut target = 6usize;
         let mut out = Vec::new();
         for t in (0..=60 * 60).step_by(2) {
