@@ -233,10 +233,15 @@ const MIN_CORRELATION_OVER_HALF: f64 = 0.3;
 /// Minutes over which a change is measured (a burst's edge spreads over the rate window).
 const CHANGE_LAG_MINUTES: usize = 2;
 
+/// How many periods of history a pattern must span before it is found, by default.
+pub const DEFAULT_PATTERN_PERIODS: f64 = 2.0;
+
 /// Demand by minute over the last hours, and the period it repeats with when it does (batch
 /// jobs every half hour, on/off traffic): a burst that came one period ago is expected again.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Recurrence {
+    /// How many periods the history must span for a period to be looked for (at least 1.2).
+    periods: f64,
     /// (minute index, sum of the demand estimates, their count), oldest first.
     minutes: VecDeque<(u64, f64, u32)>,
     /// The complete minutes' series and the period found in it, as of one minute: both change
@@ -266,7 +271,28 @@ pub struct Recurring {
     pub mean: f64,
 }
 
+impl Default for Recurrence {
+    fn default() -> Self {
+        Self::spanning(DEFAULT_PATTERN_PERIODS)
+    }
+}
+
 impl Recurrence {
+    /// A recurrence that looks for a period once the history spans `periods` of it (1.2 to
+    /// 4; outside that range, the nearest end).
+    pub fn spanning(periods: f64) -> Self {
+        let periods = if periods.is_finite() {
+            periods.clamp(1.2, 4.0)
+        } else {
+            DEFAULT_PATTERN_PERIODS
+        };
+        Self {
+            periods,
+            minutes: VecDeque::new(),
+            cached: None,
+        }
+    }
+
     /// Records the demand estimated at `now`.
     pub fn observe(&mut self, now: Duration, demand: f64) {
         let demand = finite_or_zero(demand);
@@ -315,7 +341,7 @@ impl Recurrence {
             Some(c) if c.minute == minute => c,
             _ => {
                 let series = self.series(now);
-                let period = find_period(&series);
+                let period = find_period(&series, self.periods);
                 Cached {
                     minute,
                     series,
@@ -350,8 +376,9 @@ impl Recurrence {
 }
 
 /// The lag in [`MIN_PERIOD_MINUTES`, [`MAX_PERIOD_MINUTES`]] at which the minute-to-minute
-/// changes of `x` correlate best with themselves, if that correlation is a period's.
-fn find_period(x: &[f64]) -> Option<(usize, f64)> {
+/// changes of `x` correlate best with themselves, if that correlation is a period's; a lag is
+/// looked at once the changes span `periods` of it.
+fn find_period(x: &[f64], periods: f64) -> Option<(usize, f64)> {
     if x.len() <= CHANGE_LAG_MINUTES {
         return None;
     }
@@ -360,7 +387,8 @@ fn find_period(x: &[f64]) -> Option<(usize, f64)> {
         .map(|w| w[CHANGE_LAG_MINUTES] - w[0])
         .collect();
     let mut best: Option<(usize, f64)> = None;
-    for lag in MIN_PERIOD_MINUTES..=MAX_PERIOD_MINUTES.min(d.len() / 2) {
+    let longest = (d.len() as f64 / periods).floor() as usize;
+    for lag in MIN_PERIOD_MINUTES..=MAX_PERIOD_MINUTES.min(longest) {
         let r = correlation(&d[lag..], &d[..d.len() - lag]);
         if best.is_none_or(|(_, b)| r > b) {
             best = Some((lag, r));
@@ -541,6 +569,34 @@ mod tests {
             r.recurring(s(95 * 60), s(420)).map(|g| g.expected),
             Some(6.0)
         );
+    }
+
+    #[test]
+    fn a_shorter_span_finds_the_period_sooner_and_still_none_in_smooth_curves() {
+        // Right after the second burst (minute 75) two periods of history have not passed:
+        // the default finds nothing, a span of 1.5 periods finds the 45 minutes.
+        let mut r = Recurrence::default();
+        feed(&mut r, 75, bursts);
+        assert_eq!(r.recurring(s(75 * 60), s(420)), None);
+        let mut r = Recurrence::spanning(1.5);
+        feed(&mut r, 75, bursts);
+        let got = r.recurring(s(75 * 60), s(420)).expect("a period");
+        assert_eq!(got.period_minutes, 45);
+        // Out-of-range spans are held to 1.2-4.
+        assert_eq!(Recurrence::spanning(0.1).periods, 1.2);
+        assert_eq!(
+            Recurrence::spanning(f64::NAN).periods,
+            DEFAULT_PATTERN_PERIODS
+        );
+        // A ramp and a slow wave still repeat nothing.
+        let mut r = Recurrence::spanning(1.2);
+        feed(&mut r, 240, |m| 4.0 + 0.2 * m as f64);
+        assert_eq!(r.recurring(s(240 * 60), s(300)), None);
+        let mut r = Recurrence::spanning(1.2);
+        feed(&mut r, 240, |m| {
+            22.0 - 18.0 * (2.0 * std::f64::consts::PI * m as f64 / 240.0).cos()
+        });
+        assert_eq!(r.recurring(s(240 * 60), s(300)), None);
     }
 
     #[test]

@@ -216,6 +216,10 @@ pub struct ProactiveConfig {
     /// (true), the one the last comparison that named a fleet named (every comparison reads
     /// the whole day at the current estimate).
     pub floor_latest: bool,
+    /// How many periods of history a repeating pattern must span before it is found
+    /// (`periods=F`, 1.2 to 4; default 2): fewer finds a pattern sooner, from a shorter overlap
+    /// of the demand with itself one period earlier.
+    pub pattern_periods: f64,
     /// How much the capacity estimate rises per decision while the fleet is comfortable (every
     /// P95 within half its SLO) and serves at least half the estimate per replica
     /// (`probe=F`, a fraction; 0 for none): a fleet sized below its capacity never shows a
@@ -291,6 +295,7 @@ impl Default for ProactiveConfig {
             trough_ahead_startups: DEFAULT_TROUGH_AHEAD_STARTUPS,
             ceiling_at_floor: DEFAULT_CEILING_AT_FLOOR,
             floor_latest: DEFAULT_FLOOR_LATEST,
+            pattern_periods: forecast::DEFAULT_PATTERN_PERIODS,
             probe: capacity::DEFAULT_PROBE,
         }
     }
@@ -391,7 +396,8 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `troughs=floor|pattern` (whether the hindsight floor yields to a repeating pattern's
 /// troughs), `ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for
 /// `troughs=pattern`), `floorsize=largest|latest` (which named fleet the hindsight floor
-/// holds), `ceiling=off|seen` (whether the hindsight's fleet also caps the need within the
+/// holds), `periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before
+/// it is found), `ceiling=off|seen` (whether the hindsight's fleet also caps the need within the
 /// demand it was judged on) and `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises
 /// per comfortable decision).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
@@ -399,7 +405,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -494,6 +500,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "attainment" if x <= 1.0 => c.attainment = Some(x),
                     "probe" if x <= 0.1 => c.probe = x,
                     "ahead" if (1.0..=10.0).contains(&x) => c.trough_ahead_startups = x,
+                    "periods" if (1.2..=4.0).contains(&x) => c.pattern_periods = x,
                     _ => {
                         return Err(format!(
                             "{part:?}: unknown setting or out of range; {expected}"
@@ -596,9 +603,9 @@ impl Proactive {
             capacity: CapacityEstimate::with_prior(config.capacity_per_replica)
                 .probing(config.probe),
             demand: DemandTracker::with_onset(Duration::from_secs_f64(config.onset_seconds)),
+            recurrence: Recurrence::spanning(config.pattern_periods),
             config,
             floor: PeakFloor::default(),
-            recurrence: Recurrence::default(),
             pending_ask: None,
             startup_learned: None,
             asks: VecDeque::new(),

@@ -201,6 +201,13 @@ fn the_policy_value_is_read_with_its_settings() {
                 ..d()
             },
         ),
+        (
+            "proactive; periods=1.5",
+            ProactiveConfig {
+                pattern_periods: 1.5,
+                ..d()
+            },
+        ),
         ("proactive; probe=0", ProactiveConfig { probe: 0.0, ..d() }),
         ("proactive; startups=ask", d()),
         ("proactive; hindsight=floor", d()),
@@ -209,6 +216,7 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; ceiling=seen", d()),
         ("proactive; troughs=pattern; ahead=2", d()),
         ("proactive; floorsize=largest", d()),
+        ("proactive; periods=2", d()),
         ("proactive; probe=0.03", d()),
     ] {
         assert_eq!(parse_policy(value), Ok(Some(expected)), "{value}");
@@ -266,6 +274,8 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; troughs=off",
         "proactive; ceiling=on",
         "proactive; floorsize=smallest",
+        "proactive; periods=1",
+        "proactive; periods=5",
         "proactive; ahead=0.5",
         "proactive; ahead=11",
         "proactive; probe=0.2",
