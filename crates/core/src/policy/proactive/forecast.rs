@@ -235,6 +235,8 @@ const CHANGE_LAG_MINUTES: usize = 2;
 
 /// How many periods of history a pattern must span before it is found, by default.
 pub const DEFAULT_PATTERN_PERIODS: f64 = 2.0;
+/// The spans `periods=F` may set.
+pub const PATTERN_PERIODS: std::ops::RangeInclusive<f64> = 1.2..=4.0;
 
 /// Demand by minute over the last hours, and the period it repeats with when it does (batch
 /// jobs every half hour, on/off traffic): a burst that came one period ago is expected again.
@@ -282,7 +284,7 @@ impl Recurrence {
     /// 4; outside that range, the nearest end).
     pub fn spanning(periods: f64) -> Self {
         let periods = if periods.is_finite() {
-            periods.clamp(1.2, 4.0)
+            periods.clamp(*PATTERN_PERIODS.start(), *PATTERN_PERIODS.end())
         } else {
             DEFAULT_PATTERN_PERIODS
         };

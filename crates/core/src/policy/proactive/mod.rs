@@ -500,7 +500,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "attainment" if x <= 1.0 => c.attainment = Some(x),
                     "probe" if x <= 0.1 => c.probe = x,
                     "ahead" if (1.0..=10.0).contains(&x) => c.trough_ahead_startups = x,
-                    "periods" if (1.2..=4.0).contains(&x) => c.pattern_periods = x,
+                    "periods" if forecast::PATTERN_PERIODS.contains(&x) => c.pattern_periods = x,
                     _ => {
                         return Err(format!(
                             "{part:?}: unknown setting or out of range; {expected}"
@@ -827,7 +827,11 @@ impl Proactive {
         self.static_floor = self
             .static_floor
             .filter(|f| f.seen.saturating_add(hindsight::WINDOW) > now);
-        let static_floor = self.static_floor.map(|f| clamp(f.fleet.replicas, c));
+        // The named fleet's size within the bounds, and what the history that named it held.
+        let named = self
+            .static_floor
+            .map(|f| (clamp(f.fleet.replicas, c), f.peak_demand));
+        let static_floor = named.map(|(k, _)| k);
         // `troughs=pattern`: in a repeating pattern's trough the pattern sizes the fleet.
         let trough_ahead = horizon
             .mul_f64(self.config.trough_ahead_startups)
@@ -851,19 +855,14 @@ impl Proactive {
         // is enough, while the fleet is within the SLO with no queue and no trigger fires (a
         // demand read from a fleet at its limit is what it served, not what arrived: a cap
         // on that would confirm itself).
-        let ceiling = self
-            .static_floor
-            .filter(|f| {
-                self.config.ceiling_at_floor
-                    && fc.now
-                        <= f.peak_demand
-                            .min(f64::from(clamp(f.fleet.replicas, c)) * cap)
-                    && !breached
-                    && !queued
-                    && !guide.reason.is_scale_out()
-            })
-            .map(|f| (clamp(f.fleet.replicas, c), f.peak_demand))
-            .filter(|(k, _)| uncapped > *k);
+        let ceiling = named.filter(|&(k, peak)| {
+            self.config.ceiling_at_floor
+                && fc.now <= peak.min(f64::from(k) * cap)
+                && !breached
+                && !queued
+                && !guide.reason.is_scale_out()
+                && uncapped > k
+        });
         let need = ceiling.map_or(uncapped, |(k, _)| k);
         self.needs.push_back((now, need));
         prune(&mut self.needs, now, c.scale_down_stabilization);
@@ -1237,10 +1236,9 @@ impl Proactive {
                 num(peak),
             ));
         }
-        if let (Some(f), Some(r)) = (self.static_floor, trough) {
+        if let (Some((k, _)), Some(r)) = (named, trough) {
             numbers.push_str(&format!(
-                "; hindsight floor of {} replicas set aside: the repeating pattern expects at most {} req/s over the next {}, below its mean of {} req/s over the last period (troughs=pattern)",
-                clamp(f.fleet.replicas, c),
+                "; hindsight floor of {k} replicas set aside: the repeating pattern expects at most {} req/s over the next {}, below its mean of {} req/s over the last period (troughs=pattern)",
                 num(r.expected),
                 super::explain::dur(trough_ahead),
                 num(r.mean),
