@@ -32,7 +32,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use vllm_keda_core::exposition::{Exposition, Label, Sample};
 use vllm_keda_core::signals::{
@@ -297,13 +297,17 @@ struct Prometheus {
 
 impl Prometheus {
     async fn query(&self, query: &str, time_ms: i64) -> serde_json::Value {
-        let url = format!(
-            "{}/api/v1/query?query={}&time={}.{:03}",
-            self.base,
-            encode(query),
-            time_ms / 1000,
-            time_ms % 1000
-        );
+        let time = format!("&time={}.{:03}", time_ms / 1000, time_ms % 1000);
+        self.query_at(query, &time).await
+    }
+
+    /// An instant query at Prometheus's own clock, not ours.
+    async fn query_now(&self, query: &str) -> serde_json::Value {
+        self.query_at(query, "").await
+    }
+
+    async fn query_at(&self, query: &str, time: &str) -> serde_json::Value {
+        let url = format!("{}/api/v1/query?query={}{time}", self.base, encode(query));
         let body = self
             .client
             .get(&url)
@@ -459,11 +463,43 @@ fn quantile_of(signals: &FleetSignals, h: usize, q: f64) -> Option<f64> {
     }
 }
 
-fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+/// The newest scrape Prometheus stored of every target: the oldest of the targets' newest
+/// sample timestamps (ms), or `None` before each target has one.
+///
+/// Evaluating at this instant, taken from Prometheus's own timestamps rather than our clock,
+/// means no scrape still in flight can land inside the window later (a target's next scrape
+/// starts after its newest), and a scrape that failed under load (served but timed out, so
+/// never stored) only leaves a gap the test then waits out.
+async fn newest_stored(prometheus: &Prometheus) -> Option<i64> {
+    let result = prometheus
+        .query_now("min(max by (instance) (timestamp(vllm:num_requests_running)))")
+        .await;
+    let seconds: f64 = result.as_array()?.first()?["value"][1]
+        .as_str()?
+        .parse()
+        .ok()?;
+    Some((seconds * 1000.0).round() as i64)
+}
+
+/// Waits, polling Prometheus, until `ready` holds at the newest stored instant, and returns
+/// that instant. Panics with `what` when it does not within 40 s.
+async fn settle<F>(prometheus: &Prometheus, what: &str, mut ready: F) -> i64
+where
+    F: AsyncFnMut(i64) -> bool,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Some(time_ms) = newest_stored(prometheus).await {
+            if ready(time_ms).await {
+                return time_ms;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not stored by Prometheus within 40 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn wait_served(target: &Arc<Mutex<Target>>, at_least: u64) {
@@ -647,8 +683,10 @@ async fn run(prometheus_bin: PathBuf) {
 
     // 1. A clean window.
     wait_served(&target, 11).await;
-    // Evaluate a little in the past so no in-flight scrape can land inside the window later.
-    let t1 = unix_ms() - 2_000;
+    let t1 = settle(&prometheus, "five scrapes in the first window", async |t| {
+        raw_samples(&prometheus, t).await.len() >= 5
+    })
+    .await;
     compare_clean(&prometheus, t1, "before restart").await;
     eprintln!("clean window matches");
 
@@ -659,13 +697,21 @@ async fn run(prometheus_bin: PathBuf) {
         t.served
     };
     wait_served(&target, reset_at + 5).await;
-    let t2 = unix_ms() - 2_000;
-    let scrapes = raw_samples(&prometheus, t2).await;
     let e2e_bucket = format!("{}_bucket", HISTOGRAMS[0].0);
-    let drops = series_of(&scrapes, &e2e_bucket)
-        .values()
-        .any(|v| v.windows(2).any(|w| w[1] < w[0]));
-    assert!(drops, "the window at t2 must span the restart");
+    let spans_restart = |scrapes: &Scrapes| {
+        series_of(scrapes, &e2e_bucket)
+            .values()
+            .any(|v| v.windows(2).any(|w| w[1] < w[0]))
+    };
+    let t2 = settle(&prometheus, "a window spanning the restart", async |t| {
+        spans_restart(&raw_samples(&prometheus, t).await)
+    })
+    .await;
+    let scrapes = raw_samples(&prometheus, t2).await;
+    assert!(
+        spans_restart(&scrapes),
+        "the window at t2 must span the restart"
+    );
     let signals = ours(&scrapes, usize::MAX);
     let pod = &signals.pods[0];
     assert!(pod.healthy && pod.reset_in_window);
@@ -699,7 +745,11 @@ async fn run(prometheus_bin: PathBuf) {
 
     // 3. Past the restart, the same as Prometheus again.
     wait_served(&target, reset_at + 12).await;
-    let t3 = unix_ms() - 2_000;
+    let t3 = settle(&prometheus, "five scrapes after the restart", async |t| {
+        let scrapes = raw_samples(&prometheus, t).await;
+        scrapes.len() >= 5 && !spans_restart(&scrapes)
+    })
+    .await;
     assert!(t3 - WINDOW_MS > 0);
     compare_clean(&prometheus, t3, "after restart").await;
     eprintln!("window after the restart matches");
@@ -914,6 +964,21 @@ async fn ours_at_offset(prometheus: &Prometheus, time_ms: i64) -> FleetSignals {
     window.compute(Duration::from_millis((time_ms - origin) as u64))
 }
 
+/// Whether each of the `pods` has a sample at or before `T - D` and a newer one at or before `T`.
+async fn both_ends_stored(prometheus: &Prometheus, time_ms: i64, pods: usize) -> bool {
+    let x = "vllm:num_requests_running";
+    let count = |query: String| async move {
+        prometheus
+            .query(&query, time_ms)
+            .await
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    count(format!("timestamp({x})")).await == pods
+        && count(format!("timestamp({x}) > timestamp({x} offset {OFFSET})")).await == pods
+}
+
 /// Prometheus's value of an instant query that may be empty or NaN: `None` for both.
 async fn defined(prometheus: &Prometheus, query: &str, time_ms: i64) -> Option<f64> {
     let result = prometheus.query(query, time_ms).await;
@@ -1001,16 +1066,23 @@ async fn run_hard_cases(prometheus_bin: PathBuf) {
             .min()
             .unwrap()
     };
-    // Several evaluation instants, two scrapes apart, so the sparse pod's window is sometimes
-    // flat and sometimes not. Each waits for scrapes, not for a time: with 10 scrapes of every
-    // pod stored, the newest sample at or before `T - 6 s` exists for `T` 2 s in the past.
+    // Several evaluation instants, about two scrapes apart, so the sparse pod's window is
+    // sometimes flat and sometimes not. Each waits for what Prometheus stored, not for a time:
+    // every pod needs a sample at or before `T - 6 s` and a newer one at or before `T`.
     let mut compared = 0;
+    let mut previous = i64::MIN;
     for k in 0..5 {
         while served() < 10 + 2 * k {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        // A little in the past, so no in-flight scrape lands inside the pair later.
-        compare_hard(&prometheus, unix_ms() - 2_000, &pods).await;
+        let what = format!("instant {k}: a sample of every pod 6 s apart");
+        let time_ms = settle(&prometheus, &what, async |t| {
+            t >= previous.saturating_add(2_000)
+                && both_ends_stored(&prometheus, t, pods.len()).await
+        })
+        .await;
+        compare_hard(&prometheus, time_ms, &pods).await;
+        previous = time_ms;
         compared += 1;
     }
     eprintln!("{compared} instants: quantiles and rates match Prometheus on the hard cases");
