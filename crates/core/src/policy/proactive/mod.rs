@@ -225,6 +225,13 @@ pub struct ProactiveConfig {
     /// (`probe=F`, a fraction; 0 for none): a fleet sized below its capacity never shows a
     /// higher throughput by itself.
     pub probe: f64,
+    /// What a TTFT tail over its SLO says about capacity (`tail=p95|lighter`): `p95` (false),
+    /// a breach whenever the P95 (or under `attainment=F`, the share) misses it; `lighter`
+    /// (true), where the fleet at light load itself keeps fewer than the share the test asks
+    /// for plus a margin within the SLO (prompts whose own prefill takes longer), a breach
+    /// only when the share within it is more than the margin below light load's: a tail the
+    /// traffic shows at any load is no evidence about what a replica serves.
+    pub tail_lighter: bool,
 }
 
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
@@ -297,6 +304,7 @@ impl Default for ProactiveConfig {
             floor_latest: DEFAULT_FLOOR_LATEST,
             pattern_periods: forecast::DEFAULT_PATTERN_PERIODS,
             probe: capacity::DEFAULT_PROBE,
+            tail_lighter: DEFAULT_TAIL_LIGHTER,
         }
     }
 }
@@ -366,6 +374,20 @@ pub const DEFAULT_CEILING_AT_FLOOR: bool = true;
 /// Whether the hindsight floor is the latest fleet named rather than the largest within the
 /// day, by default (no: `largest`).
 pub const DEFAULT_FLOOR_LATEST: bool = false;
+/// Whether a TTFT breach is judged against light load's share within the SLO, by default (no:
+/// `p95`).
+pub const DEFAULT_TAIL_LIGHTER: bool = false;
+/// Under `tail=lighter`, a decision is at light load when the fleet is stable, nothing queues
+/// beyond one request per ready replica and each replica serves at most this fraction of the
+/// capacity estimate.
+const LIGHT_LOAD: f64 = 0.6;
+/// Under `tail=lighter`, how far (a share) below light load's share of first tokens within
+/// the SLO the share must fall to count as a breach.
+const TAIL_MARGIN: f64 = 0.02;
+/// Under `tail=lighter`, light load's share is a running mean over light decisions that
+/// forgets with this time constant (each decision weighs for at most `LIGHT_STEP_MAX`).
+const LIGHT_MEMORY: Duration = Duration::from_secs(300);
+const LIGHT_STEP_MAX: Duration = Duration::from_secs(10);
 /// Under `startups=each` the learned start-up time is the mean of the first this many replicas'
 /// start-ups, then moves by this fraction of it per replica (a running mean that forgets).
 const STARTUP_EACH_WINDOW: u32 = 10;
@@ -442,6 +464,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "troughs" => Some((&mut c.floor_yields_to_troughs, "pattern", "floor")),
                     "ceiling" => Some((&mut c.ceiling_at_floor, "seen", "off")),
                     "floorsize" => Some((&mut c.floor_latest, "latest", "largest")),
+                    "tail" => Some((&mut c.tail_lighter, "lighter", "p95")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -558,6 +581,9 @@ pub struct Proactive {
     last_down: Option<Duration>,
     /// Since when a P95 latency has stayed over its SLO.
     breach_since: Option<Duration>,
+    /// Under `tail=lighter`: the share of first tokens within the SLO at light load (a running
+    /// mean), and when it last moved.
+    light_share: Option<(f64, Duration)>,
     /// The last decision that left the backlog to the ready replicas (`settle`).
     settled_at: Option<Duration>,
     /// What the guide's backstop last asked for: the level, the trigger, and the last time its
@@ -617,6 +643,7 @@ impl Proactive {
             below_since: None,
             last_down: None,
             breach_since: None,
+            light_share: None,
             settled_at: None,
             backstop: None,
             hindsight: Hindsight::default(),
@@ -634,6 +661,57 @@ impl Proactive {
     /// The current capacity estimate (requests per second per replica within the SLO).
     pub fn capacity(&self) -> Option<f64> {
         self.capacity.value()
+    }
+
+    /// Under `tail=lighter`: moves light load's share of first tokens within the SLO when this
+    /// decision is at light load (`calm`: a stable fleet with no queue beyond one per ready
+    /// replica; each replica serving at most [`LIGHT_LOAD`] of the estimate), and returns the
+    /// share below which a TTFT tail counts as a breach when light load's share, less
+    /// [`TAIL_MARGIN`], is below the test's own (95 %, or `attainment=F`); `None`: the test's
+    /// own.
+    fn tail_bar(
+        &mut self,
+        now: Duration,
+        calm: bool,
+        per_replica: f64,
+        share: Option<f64>,
+    ) -> Option<f64> {
+        if !self.config.tail_lighter {
+            return None;
+        }
+        let light = calm
+            && self
+                .capacity
+                .value()
+                .is_some_and(|c| per_replica <= LIGHT_LOAD * c);
+        if light && let Some(x) = share.filter(|x| x.is_finite()) {
+            self.light_share = Some(match self.light_share {
+                None => (x, now),
+                Some((mean, at)) => {
+                    let step = now.saturating_sub(at).min(LIGHT_STEP_MAX);
+                    let weight = 1.0 - (-step.as_secs_f64() / LIGHT_MEMORY.as_secs_f64()).exp();
+                    (mean + weight * (x - mean), now)
+                }
+            });
+        }
+        let own = self.config.attainment.unwrap_or(0.95);
+        let bar = self.light_share?.0 - TAIL_MARGIN;
+        (bar < own).then_some(bar)
+    }
+
+    /// Under `tail=lighter`, when the P95 TTFT is over its SLO but the share of first tokens
+    /// within it is at or above the bar light load sets (as of the last decision): that share
+    /// and the bar.
+    fn background_tail(&self, signals: &FleetSignals, slo: Option<f64>) -> Option<(f64, f64)> {
+        if !self.config.tail_lighter {
+            return None;
+        }
+        let slo = slo?;
+        let bar = self.light_share?.0 - TAIL_MARGIN;
+        let own = self.config.attainment.unwrap_or(0.95);
+        let p95 = signals.fleet.ttft_seconds.p95?;
+        let share = signals.fleet.share_within(Latency::Ttft, slo)?;
+        (bar < own && p95.is_finite() && p95 > slo && share >= bar).then_some((share, bar))
     }
 
     /// The start-up horizon in use, seconds.
@@ -654,7 +732,17 @@ impl Proactive {
     ) -> Decision {
         let c = &policy.config;
         let before = state.level;
-        let guide = policy.decide(now, signals, state);
+        // Under `tail=lighter`, a P95 TTFT over its SLO that light load shows too is no
+        // trigger: the guide's backstop reads the fleet without it.
+        let background_tail = self.background_tail(signals, c.ttft_slo_seconds);
+        let guide = match background_tail {
+            Some(_) => {
+                let mut without = signals.clone();
+                without.fleet.ttft_seconds.p95 = None;
+                policy.decide(now, &without, state)
+            }
+            None => policy.decide(now, signals, state),
+        };
         if signals.pods_healthy == 0 {
             return guide;
         }
@@ -696,11 +784,21 @@ impl Proactive {
             }
         };
         let queued = queue > f64::from(ready);
+        let per_replica = finished / f64::from(replicas.max(1));
         // Under `breach=queued` a TTFT over its SLO with no queue is the prompts' own
         // prefill: it is not a replica at its limit.
         let ttft_counts = !self.config.breach_needs_queue || queued;
-        let breached = (ttft_counts && over(Latency::Ttft, f.ttft_seconds.p95, c.ttft_slo_seconds))
-            || over(Latency::Itl, f.itl_seconds.p95, c.itl_slo_seconds);
+        let ttft_share = c
+            .ttft_slo_seconds
+            .and_then(|s| f.share_within(Latency::Ttft, s));
+        // Under `tail=lighter`, the bar light load sets, where it is below the test's own.
+        let tail_bar = self.tail_bar(now, stable && !queued, per_replica, ttft_share);
+        let ttft_over = match (tail_bar, ttft_share) {
+            (Some(bar), Some(share)) => share < bar,
+            _ => over(Latency::Ttft, f.ttft_seconds.p95, c.ttft_slo_seconds),
+        };
+        let breached =
+            (ttft_counts && ttft_over) || over(Latency::Itl, f.itl_seconds.p95, c.itl_slo_seconds);
         // A breach says what a replica serves only once it has lasted the whole rate window:
         // at a burst's onset the rate still counts the calm before it.
         if breached {
@@ -712,10 +810,16 @@ impl Proactive {
             .breach_since
             .is_some_and(|since| since.saturating_add(w.stable_for) <= now);
         let half = |slo: Option<f64>| slo.map(|s| s / 2.0);
-        let comfortable = !over(Latency::Ttft, f.ttft_seconds.p95, half(c.ttft_slo_seconds))
-            && !over(Latency::Itl, f.itl_seconds.p95, half(c.itl_slo_seconds));
+        // Under `tail=lighter`, first tokens are comfortable when as many are within the SLO
+        // as at light load.
+        let ttft_comfortable = match (tail_bar, ttft_share, self.light_share) {
+            (Some(_), Some(share), Some((light, _))) => share >= light,
+            _ => !over(Latency::Ttft, f.ttft_seconds.p95, half(c.ttft_slo_seconds)),
+        };
+        let comfortable =
+            ttft_comfortable && !over(Latency::Itl, f.itl_seconds.p95, half(c.itl_slo_seconds));
         self.capacity.observe(Observation {
-            per_replica: finished / f64::from(replicas.max(1)),
+            per_replica,
             within_slo: stable && !breached && !queued,
             // Latency over the SLO while the in-flight requests shrink and no queue is left
             // is the aftermath of a backlog, not a replica at its limit.
@@ -1161,6 +1265,21 @@ impl Proactive {
                 "; P95 TTFT {} s over the SLO of {} s with no queue: the prompts' own prefill, not counted against capacity (breach=queued)",
                 num(q),
                 num(slo)
+            ));
+        }
+        if let (Some((share, bar)), Some(q)) = (background_tail, f.ttft_seconds.p95) {
+            numbers.push_str(&format!(
+                "; P95 TTFT {} s over the SLO is the tail light load shows too ({} within, at least {}): no guide trigger (tail=lighter)",
+                num(q),
+                pct(share),
+                pct(bar)
+            ));
+        } else if let (Some(bar), Some((light, _))) = (tail_bar, self.light_share) {
+            let now_share = ttft_share.map_or_else(|| "no observation".to_owned(), pct);
+            numbers.push_str(&format!(
+                "; first tokens within the SLO: {now_share}, at light load {}: a TTFT tail counts against capacity below {} (tail=lighter)",
+                pct(light),
+                pct(bar)
             ));
         }
         if let Some(a) = self.config.attainment {
