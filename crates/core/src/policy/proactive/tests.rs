@@ -202,6 +202,13 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
+            "proactive; tail=lighter",
+            ProactiveConfig {
+                tail_lighter: true,
+                ..d()
+            },
+        ),
+        (
             "proactive; periods=1.5",
             ProactiveConfig {
                 pattern_periods: 1.5,
@@ -635,6 +642,96 @@ fn under_attainment_a_share_of_requests_within_the_slo_is_what_capacity_holds_to
         &worse,
     );
     assert!(c < 10.0, "{c}");
+}
+
+/// A fleet of four with `within` of every 100 first tokens within the TTFT SLO, its P95 read
+/// from the same buckets.
+fn long_prompts(rps: f64, within: f64) -> FleetSignals {
+    let mut s = fleet(4, rps, rps * 1.25);
+    s.fleet.ttft_buckets = ttft_buckets(within);
+    s.fleet.ttft_seconds.p95 = crate::signals::histogram_quantile(0.95, &s.fleet.ttft_buckets);
+    s
+}
+
+/// Five minutes at light load (4 req/s on four replicas of a prior 10), then five minutes at
+/// `busy`, every 2 s: the estimate after them and every decision.
+fn light_then_busy(
+    metadata: &str,
+    light: &FleetSignals,
+    busy: &FleetSignals,
+) -> (f64, Vec<Decision>) {
+    let mut r = Run::new(metadata, 4);
+    let mut decisions: Vec<Decision> = (0..300).step_by(2).map(|t| r.at(t, light)).collect();
+    decisions.extend((300..=600).step_by(2).map(|t| r.at(t, busy)));
+    (r.proactive.capacity().unwrap(), decisions)
+}
+
+fn highest_target(decisions: &[Decision]) -> u32 {
+    decisions.iter().map(|d| d.target_replicas).max().unwrap()
+}
+
+/// Whether the guide's TTFT trigger fired in any of `decisions` (followed or not).
+fn ttft_trigger_fired(decisions: &[Decision]) -> bool {
+    decisions
+        .iter()
+        .any(|d| d.reason == Reason::TtftSlo || d.explanation.contains("(ttft_slo)"))
+}
+
+#[test]
+fn under_tail_lighter_a_ttft_tail_light_load_shows_too_is_no_breach_and_no_trigger() {
+    let metadata = "proactive; capacity=10; startup=300";
+    let lighter = "proactive; capacity=10; startup=300; tail=lighter";
+    // 93 of every 100 first tokens within the SLO at 1 req/s per replica and at 8: a P95 over
+    // the SLO at any load (the prompts' own prefill).
+    let (light, busy) = (long_prompts(4.0, 93.0), long_prompts(32.0, 93.0));
+    assert!(busy.fleet.ttft_seconds.p95.unwrap() > 2.0);
+    // By default the tail fires the guide's TTFT trigger and lowers the estimate, to 1 req/s
+    // per replica within the light stretch, so the busy one asks for the maximum of 20.
+    let (c, decisions) = light_then_busy(metadata, &light, &busy);
+    assert!(c < 1.5, "{c}");
+    assert!(ttft_trigger_fired(&decisions));
+    assert_eq!(highest_target(&decisions), 20);
+    // Under `tail=lighter` light load's 93 % sets the bar at 91 %: neither, and it says so.
+    // 32 req/s at 10 per replica and 80 % is 4 replicas; the step's rising trend forecasts
+    // more for a few minutes, at most 10.
+    let (c, decisions) = light_then_busy(lighter, &light, &busy);
+    assert!(c >= 10.0, "{c}");
+    // (Only in the first minute, before the fleet has been stable at light load, is the tail
+    // the guide's as by default: its trigger fires once, at 30 s.)
+    assert!(ttft_trigger_fired(&decisions[..30]));
+    assert!(!ttft_trigger_fired(&decisions[30..]));
+    let highest = highest_target(&decisions);
+    assert!((4..=10).contains(&highest), "{highest}");
+    let last = &decisions.last().unwrap().explanation;
+    assert!(
+        last.contains("P95 TTFT 3.21 s over the SLO is the tail light load shows too (93 % within, at least 91 %): no guide trigger (tail=lighter)"),
+        "{last}"
+    );
+    // 85 % within at load is worse than light load's by more than the margin: a breach that
+    // lowers the estimate (to the 8 req/s per replica it serves), and the guide reads the P95.
+    let worse = long_prompts(32.0, 85.0);
+    let (c, decisions) = light_then_busy(lighter, &light, &worse);
+    assert!(c < 10.0, "{c}");
+    assert!(
+        decisions[150..]
+            .iter()
+            .all(|d| !d.explanation.contains("no guide trigger")),
+    );
+    assert!(
+        decisions.last().unwrap().explanation.contains(
+            "first tokens within the SLO: 85 %, at light load 93 %: a TTFT tail counts against capacity below 91 % (tail=lighter)"
+        ),
+        "{}",
+        decisions.last().unwrap().explanation
+    );
+    // Where light load keeps 97 % or more within, `tail=lighter` is the default, decision for
+    // decision.
+    let (light, busy) = (long_prompts(4.0, 98.0), long_prompts(32.0, 90.0));
+    let (c_default, d_default) = light_then_busy(metadata, &light, &busy);
+    let (c_lighter, d_lighter) = light_then_busy(lighter, &light, &busy);
+    assert_eq!(c_default, c_lighter);
+    assert!(c_default < 10.0, "{c_default}");
+    assert_eq!(d_default, d_lighter);
 }
 
 #[test]
