@@ -695,24 +695,26 @@ impl Proactive {
                 }
             });
         }
+        self.light_bar()
+    }
+
+    /// Under `tail=lighter`, light load's share less [`TAIL_MARGIN`] when that is below the
+    /// test's own share (95 %, or `attainment=F`): the bar a TTFT tail is judged by.
+    fn light_bar(&self) -> Option<f64> {
         let own = self.config.attainment.unwrap_or(0.95);
         let bar = self.light_share?.0 - TAIL_MARGIN;
-        (bar < own).then_some(bar)
+        (self.config.tail_lighter && bar < own).then_some(bar)
     }
 
     /// Under `tail=lighter`, when the P95 TTFT is over its SLO but the share of first tokens
     /// within it is at or above the bar light load sets (as of the last decision): that share
     /// and the bar.
     fn background_tail(&self, signals: &FleetSignals, slo: Option<f64>) -> Option<(f64, f64)> {
-        if !self.config.tail_lighter {
-            return None;
-        }
+        let bar = self.light_bar()?;
         let slo = slo?;
-        let bar = self.light_share?.0 - TAIL_MARGIN;
-        let own = self.config.attainment.unwrap_or(0.95);
         let p95 = signals.fleet.ttft_seconds.p95?;
         let share = signals.fleet.share_within(Latency::Ttft, slo)?;
-        (bar < own && p95.is_finite() && p95 > slo && share >= bar).then_some((share, bar))
+        (p95.is_finite() && p95 > slo && share >= bar).then_some((share, bar))
     }
 
     /// The start-up horizon in use, seconds.
@@ -789,8 +791,10 @@ impl Proactive {
         // Under `breach=queued` a TTFT over its SLO with no queue is the prompts' own
         // prefill: it is not a replica at its limit.
         let ttft_counts = !self.config.breach_needs_queue || queued;
+        // Read only under `tail=lighter`, the one user of the share here.
         let ttft_share = c
             .ttft_slo_seconds
+            .filter(|_| self.config.tail_lighter)
             .and_then(|s| f.share_within(Latency::Ttft, s));
         // Under `tail=lighter`, the bar light load sets, where it is below the test's own.
         let tail_bar = self.tail_bar(now, stable && !queued, per_replica, ttft_share);
