@@ -337,8 +337,11 @@ pub const DEFAULT_BACKLOG_REPLICAS: Option<u32> = None;
 /// since the fifth round, chosen with `backstop=growing` on the training scenarios (section 11);
 /// alone, a guide trigger on the remaining queue asked for the withdrawn replicas again.
 pub const DEFAULT_SETTLE: Settle = Settle::On;
-/// Start-up times a passed burst's capacity is held by default (0: not held beyond the release).
-pub const DEFAULT_HOLD_STARTUPS: f64 = 0.0;
+/// Start-up times a passed burst's capacity is held by default: 3 since the twenty-sixth round
+/// (`docs/evaluation/proactive.md` section 36), chosen on the training set's ten seeds, where
+/// it kept on-off-mooncake's fleet through troughs shorter than three start-ups; 0 (not held
+/// beyond the release) before.
+pub const DEFAULT_HOLD_STARTUPS: f64 = 3.0;
 /// The onset stretch over which the in-flight growth is also measured by default, seconds (0:
 /// the rate window alone).
 pub const DEFAULT_ONSET_SECONDS: f64 = 0.0;

@@ -233,7 +233,7 @@ fn the_policy_value_is_read_with_its_settings() {
         Ok(Some(ProactiveConfig::default()))
     );
     assert_eq!(
-        parse_policy("proactive; hold=0"),
+        parse_policy("proactive; hold=3"),
         Ok(Some(ProactiveConfig::default()))
     );
     assert_eq!(
@@ -1089,8 +1089,12 @@ fn a_burst_that_repeats_is_asked_for_a_start_up_ahead_of_its_next_arrival() {
 fn the_surplus_of_a_burst_that_has_passed_is_released_before_the_calm_period() {
     // 10 ready replicas serving 12 req/s need 2 (8 req/s per replica at 80 %): at most half
     // the fleet is needed, so with `release=120` (and a start-up of 60 s) the surplus goes
-    // after 120 s, not 300 s.
-    let (t, d) = first_down("proactive; capacity=10; startup=60; release=120", 12.0);
+    // after 120 s, not 300 s. Without the hold (`hold=0`; the default's three start-ups are
+    // the next test's).
+    let (t, d) = first_down(
+        "proactive; capacity=10; startup=60; release=120; hold=0",
+        12.0,
+    );
     assert!((120..=130).contains(&t), "{t}: {d:?}");
     assert_eq!(d.target_replicas, 2, "{d:?}");
     assert_eq!(d.reason, Reason::ScaleInCalm);
@@ -1103,17 +1107,26 @@ fn the_surplus_of_a_burst_that_has_passed_is_released_before_the_calm_period() {
     );
     // `release=60`, the default, releases it after a minute here; `release=0` waits for the
     // calm period.
-    let (t, d) = first_down("proactive; capacity=10; startup=60; release=60", 12.0);
+    let (t, d) = first_down(
+        "proactive; capacity=10; startup=60; release=60; hold=0",
+        12.0,
+    );
     assert!((60..=70).contains(&t), "{t}: {d:?}");
     assert!(d.explanation.contains("released after 60 s"), "{d:?}");
-    let (t, d) = first_down("proactive; capacity=10; startup=60", 12.0);
+    let (t, d) = first_down("proactive; capacity=10; startup=60; hold=0", 12.0);
     assert!((60..=70).contains(&t), "{t}: {d:?}");
     assert!(d.explanation.contains("released after 60 s"), "{d:?}");
-    let (t, d) = first_down("proactive; capacity=10; startup=60; release=0", 12.0);
+    let (t, d) = first_down(
+        "proactive; capacity=10; startup=60; release=0; hold=0",
+        12.0,
+    );
     assert!(t >= 300, "{t}: {d:?}");
     assert!(!d.explanation.contains("released after"), "{d:?}");
     // A need of 6 of 10 (48 req/s) is more than half the fleet: no early release.
-    let (t, d) = first_down("proactive; capacity=10; startup=60; release=120", 48.0);
+    let (t, d) = first_down(
+        "proactive; capacity=10; startup=60; release=120; hold=0",
+        48.0,
+    );
     assert!(t >= 300, "{t}: {d:?}");
     assert_eq!(d.target_replicas, 6, "{d:?}");
 }
@@ -1132,7 +1145,10 @@ fn first_down(metadata: &str, rps: f64) -> (u64, Decision) {
 fn a_surplus_is_not_released_before_the_start_up_time() {
     // A set start-up of 200 s: `release=60` waits 200 s, since a replica released sooner could
     // not be back for a load that returns within a start-up; the decision says why.
-    let (t, d) = first_down("proactive; capacity=10; startup=200; release=60", 12.0);
+    let (t, d) = first_down(
+        "proactive; capacity=10; startup=200; release=60; hold=0",
+        12.0,
+    );
     assert!((200..=210).contains(&t), "{t}: {d:?}");
     assert_eq!(d.target_replicas, 2, "{d:?}");
     assert!(
@@ -1144,12 +1160,15 @@ fn a_surplus_is_not_released_before_the_start_up_time() {
     );
     // A start-up at least the calm period: the calm period scales in first, as without a
     // release.
-    let (t, d) = first_down("proactive; capacity=10; startup=400; release=60", 12.0);
+    let (t, d) = first_down(
+        "proactive; capacity=10; startup=400; release=60; hold=0",
+        12.0,
+    );
     assert!(t >= 300, "{t}: {d:?}");
     assert!(!d.explanation.contains("released after"), "{d:?}");
 
     // A learned start-up: 10 replicas asked for at 0 s answer at 150 s; then the load falls.
-    let mut r = Run::new("proactive; capacity=10; release=60", 2);
+    let mut r = Run::new("proactive; capacity=10; release=60; hold=0", 2);
     let mut ready = 2;
     let mut learned = None;
     let mut down = None;
@@ -1306,9 +1325,9 @@ fn once_the_ready_replicas_cover_the_demand_the_backlog_drains_on_them() {
 
 #[test]
 fn a_passed_bursts_capacity_is_held_for_k_start_ups_then_released() {
-    // Without a hold (the default), the burst's surplus goes after the calm period (the
-    // highest need of the last 300 s, scaled in once that need is 2).
-    let none = burst_then_calm("proactive; capacity=10; startup=300", 1500);
+    // Without a hold (`hold=0`), the burst's surplus goes after the calm period (the highest
+    // need of the last 300 s, scaled in once that need is 2).
+    let none = burst_then_calm("proactive; capacity=10; startup=300; hold=0", 1500);
     let high = none.iter().map(|d| d.1.target_replicas).max().unwrap();
     assert!(high >= 8, "the burst scaled out: {high}");
     let back = none
@@ -1317,9 +1336,18 @@ fn a_passed_bursts_capacity_is_held_for_k_start_ups_then_released() {
         .expect("back to 2");
     assert!(back.0 < 700, "{}: {:?}", back.0, back.1);
 
-    // `hold=3`: held three start-ups (900 s) after the need fell, at the highest need the
-    // demand alone asked for (8 for 60 req/s at 8 per replica), then released to the need.
+    // `hold=3`, the default: held three start-ups (900 s) after the need fell, at the highest
+    // need the demand alone asked for (8 for 60 req/s at 8 per replica), then released to the
+    // need.
     let held = burst_then_calm("proactive; capacity=10; startup=300; hold=3", 1500);
+    let default = burst_then_calm("proactive; capacity=10; startup=300", 1500);
+    assert_eq!(
+        held.iter().map(|d| d.1.target_replicas).collect::<Vec<_>>(),
+        default
+            .iter()
+            .map(|d| d.1.target_replicas)
+            .collect::<Vec<_>>()
+    );
     let at = |t: u64| held.iter().find(|d| d.0 == t).unwrap().1.clone();
     for t in [500, 800, 1000] {
         let d = at(t);
@@ -1355,7 +1383,7 @@ fn a_passed_bursts_capacity_is_held_for_k_start_ups_then_released() {
 
     // A slow decline is not a passed burst: 10 replicas whose need falls to 6 (more than half
     // the fleet) scale in after the calm period with or without a hold.
-    let (t0, d0) = first_down("proactive; capacity=10; startup=300", 48.0);
+    let (t0, d0) = first_down("proactive; capacity=10; startup=300; hold=0", 48.0);
     let (t3, d3) = first_down("proactive; capacity=10; startup=300; hold=3", 48.0);
     assert_eq!((t0, d0.target_replicas), (t3, d3.target_replicas), "{d3:?}");
 }
@@ -1496,7 +1524,9 @@ fn late_bursts(metadata: &str, minutes: u64) -> Vec<(u64, Decision)> {
 
 #[test]
 fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
-    let metadata = "proactive; capacity=10; startup=300; periodic=off";
+    // Without the hold, whose three start-ups (900 s) would keep the fleet through this
+    // model's 14-minute lulls by themselves.
+    let metadata = "proactive; capacity=10; startup=300; periodic=off; hold=0";
     let advice = late_bursts(&format!("{metadata}; hindsight=advice"), 180);
     let floor = late_bursts(metadata, 180);
     // Before any comparison has found a static fleet beating ours, the two are the same.
@@ -1533,13 +1563,13 @@ fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
 #[test]
 fn under_troughs_pattern_the_hindsight_floor_is_held_for_the_bursts_not_between_them() {
     // One start-up ahead (`ahead=1`): in this model's 20-minute period a trough two start-ups
-    // long never comes. The ceiling is off in both, to see the floor alone.
+    // long never comes. The ceiling and the hold are off in both, to see the floor alone.
     let floor = late_bursts(
-        "proactive; capacity=10; startup=300; ceiling=off; troughs=floor",
+        "proactive; capacity=10; startup=300; ceiling=off; hold=0; troughs=floor",
         240,
     );
     let troughs = late_bursts(
-        "proactive; capacity=10; startup=300; ceiling=off; troughs=pattern; ahead=1",
+        "proactive; capacity=10; startup=300; ceiling=off; hold=0; troughs=pattern; ahead=1",
         240,
     );
     // The two are the same until the floor is first set aside.
