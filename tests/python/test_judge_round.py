@@ -45,7 +45,29 @@ def test_rounds_24_and_25_change_nothing():
     assert r.returncode == 0, r.stderr
     assert ("`ours:policy=proactive;tail=lighter` does not qualify: on-off-mooncake reads 4.31 "
             "points below the default.") in r.stdout
-    assert "88.63 / 28.27 (dominated: `static:10`, `static:11`, `static:12`)" in r.stdout
+    assert ("88.63 / 28.27 (dominated: `static:10`, `static:11`, `static:12`, `static:13`)"
+            in r.stdout)
+
+
+def test_round_26_with_every_static_fleet_chooses_the_tail_with_the_hold():
+    r = judge(round_rows(26))
+    assert r.returncode == 0, r.stderr
+    # proactive.md section 37: with the static fleets of 13-17 replicas that round 14 did not
+    # run, hold=3 is still dominated on on-off-mooncake, so it no longer passes; tail=lighter
+    # with the hold saves 4.74 % on as many dominated scenarios.
+    assert ("94.74 / 35.14 (dominated: `static:13`, `static:14`, `static:15`, `static:16`, "
+            "`static:17`)") in r.stdout
+    assert ("`ours:policy=proactive;hold=3` qualifies, but is dominated on 2 scenarios (default 2) "
+            "with +3.63 % GPU-hours over the six: no change.") in r.stdout
+    assert ("Verdict: `ours:policy=proactive;tail=lighter;hold=3` becomes the default (means "
+            "over 10 seeds)") in r.stdout
+    # Judged against round 14's rows alone, the fleets that dominate are missing: refused.
+    r = judge("--compare", ROOT / "docs" / "evaluation" / "proactive-round14" / "training" /
+              "per-seed.tsv", round_rows(26))
+    assert r.returncode != 0
+    assert "on-off-mooncake: static:6,static:7,static:8,static:9,static:13," in r.stderr
+    assert "could dominate a variant" in r.stderr and "--policies static:6," in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_malformed_rows_name_the_file_and_line(tmp_path):
