@@ -377,9 +377,11 @@ pub const DEFAULT_CEILING_AT_FLOOR: bool = true;
 /// Whether the hindsight floor is the latest fleet named rather than the largest within the
 /// day, by default (no: `largest`).
 pub const DEFAULT_FLOOR_LATEST: bool = false;
-/// Whether a TTFT breach is judged against light load's share within the SLO, by default (no:
-/// `p95`).
-pub const DEFAULT_TAIL_LIGHTER: bool = false;
+/// Whether a TTFT breach is judged against light load's share within the SLO, by default: yes
+/// (`lighter`) since round 26's choice was amended (`docs/evaluation/proactive.md` section 37),
+/// chosen with `hold=3` on the training set's ten seeds against every static fleet; `p95`
+/// before.
+pub const DEFAULT_TAIL_LIGHTER: bool = true;
 /// Under `tail=lighter`, a decision is at light load when the fleet is stable, nothing queues
 /// beyond one request per ready replica and each replica serves at most this fraction of the
 /// capacity estimate.

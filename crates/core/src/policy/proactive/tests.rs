@@ -202,9 +202,9 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
-            "proactive; tail=lighter",
+            "proactive; tail=p95",
             ProactiveConfig {
-                tail_lighter: true,
+                tail_lighter: false,
                 ..d()
             },
         ),
@@ -225,6 +225,7 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; floorsize=largest", d()),
         ("proactive; periods=2", d()),
         ("proactive; probe=0.03", d()),
+        ("proactive; tail=lighter", d()),
     ] {
         assert_eq!(parse_policy(value), Ok(Some(expected)), "{value}");
     }
@@ -679,22 +680,30 @@ fn ttft_trigger_fired(decisions: &[Decision]) -> bool {
 
 #[test]
 fn under_tail_lighter_a_ttft_tail_light_load_shows_too_is_no_breach_and_no_trigger() {
-    let metadata = "proactive; capacity=10; startup=300";
+    let metadata = "proactive; capacity=10; startup=300; tail=p95";
     let lighter = "proactive; capacity=10; startup=300; tail=lighter";
     // 93 of every 100 first tokens within the SLO at 1 req/s per replica and at 8: a P95 over
     // the SLO at any load (the prompts' own prefill).
     let (light, busy) = (long_prompts(4.0, 93.0), long_prompts(32.0, 93.0));
     assert!(busy.fleet.ttft_seconds.p95.unwrap() > 2.0);
-    // By default the tail fires the guide's TTFT trigger and lowers the estimate, to 1 req/s
-    // per replica within the light stretch, so the busy one asks for the maximum of 20.
+    // Under `tail=p95` (the default before section 37) the tail fires the guide's TTFT trigger
+    // and lowers the estimate, to 1 req/s per replica within the light stretch, so the busy
+    // one asks for the maximum of 20.
     let (c, decisions) = light_then_busy(metadata, &light, &busy);
     assert!(c < 1.5, "{c}");
     assert!(ttft_trigger_fired(&decisions));
     assert_eq!(highest_target(&decisions), 20);
-    // Under `tail=lighter` light load's 93 % sets the bar at 91 %: neither, and it says so.
-    // 32 req/s at 10 per replica and 80 % is 4 replicas; the step's rising trend forecasts
-    // more for a few minutes, at most 10.
+    // Under `tail=lighter`, the default, light load's 93 % sets the bar at 91 %: neither, and
+    // it says so. 32 req/s at 10 per replica and 80 % is 4 replicas; the step's rising trend
+    // forecasts more for a few minutes, at most 10.
     let (c, decisions) = light_then_busy(lighter, &light, &busy);
+    assert_eq!(
+        (c, &decisions),
+        (
+            light_then_busy("proactive; capacity=10; startup=300", &light, &busy).0,
+            &light_then_busy("proactive; capacity=10; startup=300", &light, &busy).1
+        )
+    );
     assert!(c >= 10.0, "{c}");
     // (Only in the first minute, before the fleet has been stable at light load, is the tail
     // the guide's as by default: its trigger fires once, at 30 s.)
@@ -724,7 +733,7 @@ fn under_tail_lighter_a_ttft_tail_light_load_shows_too_is_no_breach_and_no_trigg
         "{}",
         decisions.last().unwrap().explanation
     );
-    // Where light load keeps 97 % or more within, `tail=lighter` is the default, decision for
+    // Where light load keeps 97 % or more within, `tail=lighter` is `tail=p95`, decision for
     // decision.
     let (light, busy) = (long_prompts(4.0, 98.0), long_prompts(32.0, 90.0));
     let (c_default, d_default) = light_then_busy(metadata, &light, &busy);
