@@ -1,5 +1,6 @@
-//! Cost of one policy decision (every scrape interval, per ScaledObject), of the proactive
-//! policy's hindsight (a record per decision, a comparison per minute) and of validating a
+//! Cost of one policy decision (every scrape interval, per ScaledObject): the guide's rules,
+//! and the proactive policy (the default) under a first-token tail light load shows too, with
+//! `tail=lighter` (the default) and `tail=p95`; of the proactive policy's hindsight (a record per decision, a comparison per minute) and of validating a
 //! ScaledObject's metadata (once), beside the cost of cloning the signals the decision reads.
 //!
 //! Run: `cargo bench --bench policy`
@@ -11,8 +12,9 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use vllm_keda_core::config::ScalerConfig;
 use vllm_keda_core::policy::proactive::hindsight::Hindsight;
+use vllm_keda_core::policy::proactive::{Proactive, parse_policy};
 use vllm_keda_core::policy::{Policy, PolicyConfig, PolicyState};
-use vllm_keda_core::signals::{FleetSignals, MaxMean, Quantiles, SignalSet};
+use vllm_keda_core::signals::{Bucket, FleetSignals, MaxMean, Quantiles, SignalSet};
 
 fn signals(queue: f64, p95: Option<f64>) -> FleetSignals {
     FleetSignals {
@@ -62,6 +64,52 @@ fn bench(c: &mut Criterion) {
             black_box(policy.decide(Duration::from_secs(t), black_box(&calm), &mut state))
         });
     });
+    // Four replicas at 1 req/s each, 93 of every 100 first tokens within the 2 s SLO at any
+    // load (Mooncake's longest prompts): under `tail=lighter` the share is read every decision
+    // and the signals are cloned to hide the P95 from the guide.
+    let mut tail = signals(0.0, Some(1.0));
+    tail.fleet.requests_per_second = Some(4.0);
+    tail.fleet.ttft_seconds.p95 = Some(2.4);
+    tail.fleet.ttft_buckets = [
+        (0.5, 46.5),
+        (1.0, 93.0),
+        (2.5, 93.0),
+        (f64::INFINITY, 100.0),
+    ]
+    .into_iter()
+    .map(|(le, count)| Bucket { le, count })
+    .collect();
+    let proactive_policy = Policy::new(PolicyConfig {
+        max_replicas: 20,
+        ttft_slo_seconds: Some(2.0),
+        ..PolicyConfig::default()
+    });
+    for (name, value) in [
+        (
+            "proactive decide, defaults (tail=lighter), TTFT tail, 2 s steps",
+            "proactive; capacity=2",
+        ),
+        (
+            "proactive decide, tail=p95, TTFT tail, 2 s steps",
+            "proactive; capacity=2; tail=p95",
+        ),
+    ] {
+        let config = parse_policy(value).expect("valid").expect("proactive");
+        c.bench_function(name, |b| {
+            let mut p = Proactive::new(config.clone());
+            let mut state = PolicyState::default();
+            let mut t = 0u64;
+            b.iter(|| {
+                t += 2;
+                black_box(p.decide(
+                    &proactive_policy,
+                    Duration::from_secs(t),
+                    black_box(&tail),
+                    &mut state,
+                ))
+            });
+        });
+    }
     c.bench_function("peer: clone FleetSignals", |b| {
         b.iter(|| black_box(black_box(&breach).clone()));
     });
