@@ -338,9 +338,9 @@ pub const DEFAULT_BACKLOG_REPLICAS: Option<u32> = None;
 /// alone, a guide trigger on the remaining queue asked for the withdrawn replicas again.
 pub const DEFAULT_SETTLE: Settle = Settle::On;
 /// Start-up times a passed burst's capacity is held by default: 3 since the twenty-sixth round
-/// (`docs/evaluation/proactive.md` section 36), chosen on the training set's ten seeds, where
-/// it kept on-off-mooncake's fleet through troughs shorter than three start-ups; 0 (not held
-/// beyond the release) before.
+/// (`docs/evaluation/proactive.md` sections 36-37), chosen with `tail=lighter` on the training
+/// set's ten seeds, where it keeps on-off-mooncake's fleet through troughs shorter than three
+/// start-ups that the tail's trigger no longer holds; 0 (not held beyond the release) before.
 pub const DEFAULT_HOLD_STARTUPS: f64 = 3.0;
 /// The onset stretch over which the in-flight growth is also measured by default, seconds (0:
 /// the rate window alone).

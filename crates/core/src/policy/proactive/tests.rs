@@ -697,13 +697,8 @@ fn under_tail_lighter_a_ttft_tail_light_load_shows_too_is_no_breach_and_no_trigg
     // it says so. 32 req/s at 10 per replica and 80 % is 4 replicas; the step's rising trend
     // forecasts more for a few minutes, at most 10.
     let (c, decisions) = light_then_busy(lighter, &light, &busy);
-    assert_eq!(
-        (c, &decisions),
-        (
-            light_then_busy("proactive; capacity=10; startup=300", &light, &busy).0,
-            &light_then_busy("proactive; capacity=10; startup=300", &light, &busy).1
-        )
-    );
+    let default = light_then_busy("proactive; capacity=10; startup=300", &light, &busy);
+    assert_eq!((c, &decisions), (default.0, &default.1));
     assert!(c >= 10.0, "{c}");
     // (Only in the first minute, before the fleet has been stable at light load, is the tail
     // the guide's as by default: its trigger fires once, at 30 s.)
