@@ -632,8 +632,38 @@ impl Simulation {
             initial,
             controller.as_mut(),
         );
-        let report = self.summarise(&policy.name(), scenario, &result);
+        let mut report = self.summarise(&policy.name(), scenario, &result);
+        if policy.family() == "ours" {
+            report.dominated_by_static = self.dominating_statics(scenario, &report);
+        }
         Ok((result, report))
+    }
+
+    /// Every static fleet that dominates `run` (at least [`report::DOMINATION_MARGIN`] more
+    /// SLO attainment with at most [`report::DOMINATION_GPU_SHARE`] of its GPU-hours),
+    /// smallest first: fleets from the lower bound up, until one spends more than that share
+    /// (a static fleet's GPU-hours grow with its size). Static runs are shared with
+    /// `static:best` and the clairvoyant planner.
+    fn dominating_statics(
+        &self,
+        scenario: &Scenario,
+        run: &PolicyReport,
+    ) -> Vec<report::DominatingFleet> {
+        let mut found = Vec::new();
+        for n in self.min_replicas.max(1)..=self.max_replicas {
+            let (_, fleet) = self.run_static(scenario, n, false);
+            if fleet.gpu_hours > report::DOMINATION_GPU_SHARE * run.gpu_hours {
+                break;
+            }
+            if fleet.slo_attainment >= run.slo_attainment + report::DOMINATION_MARGIN {
+                found.push(report::DominatingFleet {
+                    replicas: n,
+                    slo_attainment: fleet.slo_attainment,
+                    gpu_hours: fleet.gpu_hours,
+                });
+            }
+        }
+        found
     }
 
     fn scenario_key(scenario: &Scenario, n: u32) -> StaticKey {
@@ -1171,6 +1201,15 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                 );
                 if let Some(h) = &report.hindsight {
                     eprintln!("  {}", h.describe());
+                }
+                if let Some(f) = report.dominated_by_static.first() {
+                    eprintln!(
+                        "  dominated: a static fleet of {} replicas serves {:.2} % for {:.2} GPU-hours (at least 1 point more for at most 97 % of the GPU-hours; {} such fleets)",
+                        f.replicas,
+                        f.slo_attainment * 100.0,
+                        f.gpu_hours,
+                        report.dominated_by_static.len()
+                    );
                 }
                 all_reports.push(serde_json::to_value(&report)?);
                 if k == 0 {

@@ -214,7 +214,30 @@ pub struct PolicyReport {
     /// over the demand it saw; compare with the `static:N` rows); absent for the peers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hindsight: Option<StaticComparison>,
+    /// For our policy: every static fleet that dominates it on this scenario and seed by the
+    /// evaluation's rule (at least 1 point more SLO attainment with at most 97 % of its
+    /// GPU-hours), smallest first, each simulated for the check (`static:best` is the fleet
+    /// that meets the SLO target, and can be larger than one that beats ours on both axes);
+    /// empty when none does, and for the peers and the references.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dominated_by_static: Vec<DominatingFleet>,
 }
+
+/// A static fleet that dominates a policy's run: its size and what it reached.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DominatingFleet {
+    /// Replicas.
+    pub replicas: u32,
+    /// Share of requests within the SLO, 0..1.
+    pub slo_attainment: f64,
+    /// Replica-hours.
+    pub gpu_hours: f64,
+}
+
+/// How much more SLO attainment (a share, 0..1) a fleet must reach to dominate a run.
+pub const DOMINATION_MARGIN: f64 = 0.01;
+/// The most of a run's GPU-hours a fleet may spend to dominate it.
+pub const DOMINATION_GPU_SHARE: f64 = 0.97;
 
 /// Summarises one run.
 ///
@@ -291,6 +314,7 @@ pub fn summarise(
         },
         events,
         hindsight: None,
+        dominated_by_static: Vec::new(),
     }
 }
 
