@@ -1,6 +1,7 @@
 //! Cost of one policy decision (every scrape interval, per ScaledObject): the guide's rules,
 //! and the proactive policy (the default) under a first-token tail light load shows too, with
-//! `tail=lighter` (the default) and `tail=p95`; of the proactive policy's hindsight (a record per decision, a comparison per minute) and of validating a
+//! `tail=lighter` (the default) and `tail=p95`; of the proactive policy's hindsight (a record
+//! per decision, a comparison per minute) and of validating a
 //! ScaledObject's metadata (once), beside the cost of cloning the signals the decision reads.
 //!
 //! Run: `cargo bench --bench policy`

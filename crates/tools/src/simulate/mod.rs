@@ -25,6 +25,7 @@ use anyhow::Context as _;
 use crate::plot::{Axis, Chart, Series};
 use vllm_emulator::EngineConfig;
 use vllm_keda_core::config::ScalerConfig;
+use vllm_keda_core::policy::proactive::hindsight;
 
 use controllers::{
     Apa, ApaSettings, Kpa, KpaSettings, Oracle, OracleSettings, Ours, PrometheusKeda,
@@ -639,11 +640,11 @@ impl Simulation {
         Ok((result, report))
     }
 
-    /// Every static fleet that dominates `run` (at least [`report::DOMINATION_MARGIN`] more
-    /// SLO attainment with at most [`report::DOMINATION_GPU_SHARE`] of its GPU-hours),
-    /// smallest first: fleets from the lower bound up, until one spends more than that share
-    /// (a static fleet's GPU-hours grow with its size). Static runs are shared with
-    /// `static:best` and the clairvoyant planner.
+    /// Every static fleet that dominates `run` by the rule (the policy's own hindsight
+    /// judges by the same [`hindsight::beats`]: at least 1 point more SLO attainment with at
+    /// most 97 % of its GPU-hours), smallest first: fleets from the lower bound up, until one
+    /// spends more than that share (a static fleet's GPU-hours grow with its size). Static runs
+    /// are shared with `static:best` and the clairvoyant planner.
     fn dominating_statics(
         &self,
         scenario: &Scenario,
@@ -652,10 +653,15 @@ impl Simulation {
         let mut found = Vec::new();
         for n in self.min_replicas.max(1)..=self.max_replicas {
             let (_, fleet) = self.run_static(scenario, n, false);
-            if fleet.gpu_hours > report::DOMINATION_GPU_SHARE * run.gpu_hours {
+            if fleet.gpu_hours > hindsight::beaten_share() * run.gpu_hours {
                 break;
             }
-            if fleet.slo_attainment >= run.slo_attainment + report::DOMINATION_MARGIN {
+            if hindsight::beats(
+                fleet.slo_attainment * 100.0,
+                fleet.gpu_hours,
+                run.slo_attainment * 100.0,
+                run.gpu_hours,
+            ) {
                 found.push(report::DominatingFleet {
                     replicas: n,
                     slo_attainment: fleet.slo_attainment,

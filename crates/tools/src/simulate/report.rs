@@ -234,11 +234,6 @@ pub struct DominatingFleet {
     pub gpu_hours: f64,
 }
 
-/// How much more SLO attainment (a share, 0..1) a fleet must reach to dominate a run.
-pub const DOMINATION_MARGIN: f64 = 0.01;
-/// The most of a run's GPU-hours a fleet may spend to dominate it.
-pub const DOMINATION_GPU_SHARE: f64 = 0.97;
-
 /// Summarises one run.
 ///
 /// `end` is when the run stopped: a request that never received a first token enters the TTFT

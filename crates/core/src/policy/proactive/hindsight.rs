@@ -29,6 +29,19 @@ const AT_LEAST: Duration = Duration::from_secs(30 * 60);
 /// this share of ours' GPU-hours.
 const BEATEN_SHARE: f64 = 0.97;
 
+/// The rule: whether a plan that served `percent` (of the demand, or of requests within
+/// the SLO) for `hours` beats ours, which served `ours_percent` for `ours_hours`: at least one
+/// point more with at most 97 % of the GPU-hours. The hindsight and the simulator both judge by
+/// it.
+pub fn beats(percent: f64, hours: f64, ours_percent: f64, ours_hours: f64) -> bool {
+    percent >= ours_percent + 1.0 && hours <= BEATEN_SHARE * ours_hours
+}
+
+/// The most of ours' GPU-hours a plan that beats ours may spend ([`beats`]).
+pub fn beaten_share() -> f64 {
+    BEATEN_SHARE
+}
+
 /// One minute of history: sums over its decisions.
 #[derive(Debug, Clone, Copy)]
 struct Minute {
@@ -190,9 +203,8 @@ impl Hindsight {
             .or(fleets.last())
             .copied()?;
         let at_99 = fleets.iter().find(|f| f.served_percent >= 99.0).copied();
-        let beats = |f: &StaticFleet| {
-            f.served_percent >= ours_served + 1.0 && f.replica_hours <= BEATEN_SHARE * ours_hours
-        };
+        let beats =
+            |f: &StaticFleet| beats(f.served_percent, f.replica_hours, ours_served, ours_hours);
         let beaten_by = at_99
             .filter(beats)
             .or_else(|| fleets.iter().rev().find(|f| beats(f)).copied());
