@@ -503,6 +503,7 @@ mod tests {
             static_beats_ours: true,
             peak_demand: 40.0,
             beaten_by: Some(fleet(3, 85.0, 6.0)),
+            cheapest_beating: Some(fleet(3, 85.0, 6.0)),
         }
     }
 

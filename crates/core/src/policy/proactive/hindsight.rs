@@ -98,6 +98,9 @@ pub struct StaticComparison {
     /// 97 % of ours' replica-hours). `None` when none beats ours; `static_beats_ours` is
     /// `beaten_by.is_some()`, kept as its own field for the gauge and the JSON.
     pub beaten_by: Option<StaticFleet>,
+    /// The smallest static fleet that beats ours (`named=cheapest` names it); `None` when none
+    /// does.
+    pub cheapest_beating: Option<StaticFleet>,
 }
 
 impl Hindsight {
@@ -218,6 +221,7 @@ impl Hindsight {
             static_beats_ours: beaten_by.is_some(),
             peak_demand,
             beaten_by,
+            cheapest_beating: fleets.iter().find(|f| beats(f)).copied(),
         })
     }
 }
@@ -304,6 +308,7 @@ mod tests {
         );
         assert!(!c.static_beats_ours);
         assert_eq!(c.beaten_by, None);
+        assert_eq!(c.cheapest_beating, None);
         assert!(
             !c.describe().contains("fewer replica-hours"),
             "{}",
@@ -319,6 +324,7 @@ mod tests {
         assert_eq!(c.as_much.replicas, 1);
         assert!(!c.static_beats_ours, "as much, not one point more");
         assert_eq!(c.beaten_by, None);
+        assert_eq!(c.cheapest_beating, None);
         assert!(
             c.describe().ends_with(
                 "(50 % of ours'): a static fleet serves as much for fewer replica-hours"
@@ -362,6 +368,18 @@ mod tests {
             Some(at_99),
             "the fleet serving 99 % beats ours"
         );
+        // The cheapest fleet that beats ours is smaller: three replicas serve 80 % (each burst's
+        // 40 req/s at 30) for 9 replica-hours, nine points above ours for about half of its
+        // replica-hours; two serve 60 %, less than ours (`named=cheapest` names three).
+        let cheapest = c.cheapest_beating.expect("a cheapest fleet beating ours");
+        assert_eq!(cheapest.replicas, 3, "{cheapest:?}");
+        assert!((cheapest.served_percent - 80.0).abs() < 0.5, "{cheapest:?}");
+        assert!(beats(
+            cheapest.served_percent,
+            cheapest.replica_hours,
+            c.ours_served_percent,
+            c.ours_replica_hours
+        ));
         let words = c.describe();
         assert!(
             words.contains("a static fleet of 3 replicas")
@@ -397,6 +415,8 @@ mod tests {
         assert_eq!(by.replicas, 3, "{}", c.describe());
         assert!(by.replica_hours <= 0.97 * c.ours_replica_hours);
         assert!(by.served_percent >= c.ours_served_percent + 1.0);
+        // Two replicas serve what ours served: three is also the cheapest that beats ours.
+        assert_eq!(c.cheapest_beating, Some(by));
     }
 
     #[test]

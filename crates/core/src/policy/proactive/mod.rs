@@ -216,6 +216,19 @@ pub struct ProactiveConfig {
     /// (true), the one the last comparison that named a fleet named (every comparison reads
     /// the whole day at the current estimate).
     pub floor_latest: bool,
+    /// Which static fleet a comparison names as beating ours (`named=at99|cheapest`):
+    /// `at99` (false), the smallest fleet serving 99 % of the demand if that one beats ours,
+    /// else the largest that beats ours; `cheapest` (true), the smallest fleet that beats ours:
+    /// the least capacity that, held all along, would have served at least a point more for at
+    /// most 97 % of ours' replica-hours.
+    pub name_cheapest: bool,
+    /// Whether a passed burst's held capacity is also set aside in a repeating pattern's
+    /// trough (`holdtroughs=pattern|keep`): `pattern` (true), while `troughs=pattern` sets the
+    /// hindsight floor aside (the pattern expects less than its mean over the next `ahead`
+    /// start-up times and two minutes), the hold is set aside too and the release waits only
+    /// the start-up time; `keep` (false), the hold lasts its K start-ups in a trough as
+    /// anywhere.
+    pub hold_yields_to_troughs: bool,
     /// How many periods of history a repeating pattern must span before it is found
     /// (`periods=F`, 1.2 to 4; default 2): fewer finds a pattern sooner, from a shorter overlap
     /// of the demand with itself one period earlier.
@@ -302,6 +315,8 @@ impl Default for ProactiveConfig {
             trough_ahead_startups: DEFAULT_TROUGH_AHEAD_STARTUPS,
             ceiling_at_floor: DEFAULT_CEILING_AT_FLOOR,
             floor_latest: DEFAULT_FLOOR_LATEST,
+            name_cheapest: DEFAULT_NAME_CHEAPEST,
+            hold_yields_to_troughs: DEFAULT_HOLD_YIELDS_TO_TROUGHS,
             pattern_periods: forecast::DEFAULT_PATTERN_PERIODS,
             probe: capacity::DEFAULT_PROBE,
             tail_lighter: DEFAULT_TAIL_LIGHTER,
@@ -377,6 +392,12 @@ pub const DEFAULT_CEILING_AT_FLOOR: bool = true;
 /// Whether the hindsight floor is the latest fleet named rather than the largest within the
 /// day, by default (no: `largest`).
 pub const DEFAULT_FLOOR_LATEST: bool = false;
+/// Whether a comparison names the smallest fleet that beats ours rather than the one serving
+/// 99 %, by default (no: `at99`).
+pub const DEFAULT_NAME_CHEAPEST: bool = false;
+/// Whether a passed burst's held capacity is set aside in a repeating pattern's trough, by
+/// default (no: `keep`).
+pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = false;
 /// Whether a TTFT breach is judged against light load's share within the SLO, by default: yes
 /// (`lighter`) since round 26's choice was amended (`docs/evaluation/proactive.md` section 37),
 /// chosen with `hold=3` on the training set's ten seeds against every static fleet; `p95`
@@ -423,9 +444,10 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// `troughs=floor|pattern` (whether the hindsight floor yields to a repeating pattern's
 /// troughs), `ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for
 /// `troughs=pattern`), `floorsize=largest|latest` (which named fleet the hindsight floor
-/// holds), `periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before
-/// it is found), `ceiling=off|seen` (whether the hindsight's fleet also caps the need within the
-/// demand it was judged on), `tail=p95|lighter` (whether a TTFT tail that light load shows too
+/// holds), `named=at99|cheapest` (which fleet a comparison names), `holdtroughs=keep|pattern`
+/// (whether a held burst's capacity yields to a pattern's trough), `periods=F` (1.2 <= F <= 4:
+/// periods of history a repeating pattern must span before it is found), `ceiling=off|seen`
+/// (whether the hindsight's fleet also caps the need within the demand it was judged on), `tail=p95|lighter` (whether a TTFT tail that light load shows too
 /// counts against capacity and as a guide trigger) and `probe=F` (0 <= F <= 0.1: how much the
 /// capacity estimate rises per comfortable decision).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
@@ -433,7 +455,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -470,6 +492,8 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "troughs" => Some((&mut c.floor_yields_to_troughs, "pattern", "floor")),
                     "ceiling" => Some((&mut c.ceiling_at_floor, "seen", "off")),
                     "floorsize" => Some((&mut c.floor_latest, "latest", "largest")),
+                    "named" => Some((&mut c.name_cheapest, "cheapest", "at99")),
+                    "holdtroughs" => Some((&mut c.hold_yields_to_troughs, "pattern", "keep")),
                     "tail" => Some((&mut c.tail_lighter, "lighter", "p95")),
                     _ => None,
                 };
@@ -961,6 +985,13 @@ impl Proactive {
             None
         };
         let static_floor = static_floor.filter(|_| trough.is_none());
+        // `holdtroughs=pattern`: the hold yields to the trough as the floor does.
+        let hold_aside = trough.is_some() && self.config.hold_yields_to_troughs && held.is_some();
+        let (hold, held) = if hold_aside {
+            (Duration::ZERO, None)
+        } else {
+            (hold, held)
+        };
         let uncapped = demand_need
             .max(floor.map_or(0, |f| f.2))
             .max(recurring.map_or(0, |r| r.1))
@@ -1214,7 +1245,11 @@ impl Proactive {
             self.comparison = self.hindsight.compare(cap, c.min_replicas, c.max_replicas);
             if self.config.hindsight_floor
                 && let Some(cmp) = &self.comparison
-                && let Some(by) = cmp.beaten_by
+                && let Some(by) = if self.config.name_cheapest {
+                    cmp.cheapest_beating
+                } else {
+                    cmp.beaten_by
+                }
             {
                 // A larger fleet found earlier within the day stays the floor, unless the
                 // latest is what counts (`floorsize=latest`).
@@ -1372,6 +1407,11 @@ impl Proactive {
                 super::explain::dur(trough_ahead),
                 num(r.mean),
             ));
+            if hold_aside {
+                numbers.push_str(
+                    "; the hold of a passed burst set aside with it (holdtroughs=pattern)",
+                );
+            }
         }
         if let Some((uncapped, bound)) = pattern_cap {
             numbers.push_str(&format!(

@@ -202,6 +202,20 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
+            "proactive; named=cheapest",
+            ProactiveConfig {
+                name_cheapest: true,
+                ..d()
+            },
+        ),
+        (
+            "proactive; holdtroughs=pattern",
+            ProactiveConfig {
+                hold_yields_to_troughs: true,
+                ..d()
+            },
+        ),
+        (
             "proactive; tail=p95",
             ProactiveConfig {
                 tail_lighter: false,
@@ -223,6 +237,8 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; ceiling=seen", d()),
         ("proactive; troughs=pattern; ahead=2", d()),
         ("proactive; floorsize=largest", d()),
+        ("proactive; named=at99", d()),
+        ("proactive; holdtroughs=keep", d()),
         ("proactive; periods=2", d()),
         ("proactive; probe=0.03", d()),
         ("proactive; tail=lighter", d()),
@@ -282,6 +298,8 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; troughs=off",
         "proactive; ceiling=on",
         "proactive; floorsize=smallest",
+        "proactive; named=smallest",
+        "proactive; holdtroughs=on",
         "proactive; periods=1",
         "proactive; periods=5",
         "proactive; ahead=0.5",
@@ -1811,4 +1829,89 @@ fn under_trendcap_pattern_a_repeating_bursts_onset_is_not_extrapolated_beyond_it
         "{}",
         said.explanation
     );
+}
+
+/// The fleets the hindsight floors of a run name, in order, with when each was first named.
+fn floors(run: &[(u64, Decision)]) -> Vec<(u64, u32)> {
+    let mut out: Vec<(u64, u32)> = Vec::new();
+    for (t, d) in run {
+        let Some(k) = d
+            .explanation
+            .split_once("hindsight floor: over ")
+            .and_then(|(_, rest)| rest.split_once("a static fleet of "))
+            .and_then(|(_, rest)| rest.split_once(' '))
+            .and_then(|(k, _)| k.parse().ok())
+        else {
+            continue;
+        };
+        if out.last().is_none_or(|l| l.1 != k) {
+            out.push((*t, k));
+        }
+    }
+    out
+}
+
+#[test]
+fn under_named_cheapest_the_floor_is_the_smallest_fleet_that_beats_ours() {
+    // A fleet planned at 40 % and held for four start-ups spends enough for more than one
+    // static fleet to beat it: the first comparison (at 30 minutes) finds that four replicas
+    // serve 99 % and beat ours, and so do three.
+    let metadata = "proactive; capacity=10; startup=300; hold=4; utilization=0.4";
+    let at99 = floors(&late_bursts(metadata, 180));
+    let cheapest = floors(&late_bursts(&format!("{metadata}; named=cheapest"), 180));
+    assert_eq!(at99.first(), Some(&(1802, 4)), "{at99:?}");
+    assert_eq!(cheapest.first(), Some(&(1802, 3)), "{cheapest:?}");
+    // Every fleet named is at most what the at-99 rule named by then.
+    for (t, k) in &cheapest {
+        let named_99 = at99.iter().filter(|f| f.0 <= *t).map(|f| f.1).max();
+        assert!(
+            named_99.is_some_and(|k99| *k <= k99),
+            "{t} s: {k}; {at99:?}"
+        );
+    }
+}
+
+#[test]
+fn under_holdtroughs_pattern_a_held_bursts_capacity_yields_to_the_patterns_trough() {
+    // One start-up ahead, the ceiling off, so the floor and the hold alone size the troughs.
+    let keep = late_bursts(
+        "proactive; capacity=10; startup=300; ceiling=off; hold=3; ahead=1",
+        240,
+    );
+    let yields = late_bursts(
+        "proactive; capacity=10; startup=300; ceiling=off; hold=3; ahead=1; holdtroughs=pattern",
+        240,
+    );
+    let first = yields
+        .iter()
+        .position(|(_, d)| d.explanation.contains("(holdtroughs=pattern)"))
+        .expect("a trough that sets the hold aside within four hours");
+    for ((t, a), (_, b)) in keep.iter().zip(&yields).take(first) {
+        assert_eq!(a.target_replicas, b.target_replicas, "at {t} s");
+    }
+    let at = |run: &[(u64, Decision)], t: u64| decision_at(run, t).target_replicas;
+    // The last hour, bursts from minute 14 of each 20: five minutes after a burst the held
+    // fleet is released in the trough, and the floor is back (one start-up and two minutes
+    // ahead) before the next burst, which meets the fleet it met with the hold kept.
+    for trough in [185, 205, 225] {
+        assert!(
+            at(&yields, trough * 60) < at(&keep, trough * 60),
+            "minute {trough}: {}",
+            decision_at(&yields, trough * 60).explanation
+        );
+    }
+    for burst in [194, 214, 234] {
+        assert_eq!(
+            at(&yields, burst * 60),
+            at(&keep, burst * 60),
+            "minute {burst}"
+        );
+    }
+    let replica_time = |run: &[(u64, Decision)]| -> u64 {
+        run.iter()
+            .filter(|(t, _)| *t >= 180 * 60)
+            .map(|(_, d)| u64::from(d.target_replicas))
+            .sum()
+    };
+    assert!(replica_time(&yields) < replica_time(&keep));
 }
