@@ -1544,6 +1544,27 @@ fn late_bursts(metadata: &str, minutes: u64) -> Vec<(u64, Decision)> {
     out
 }
 
+/// Asserts that two runs ask for the same targets until `after` first explains a decision with
+/// `marker`, and returns that decision's index.
+fn same_until(before: &[(u64, Decision)], after: &[(u64, Decision)], marker: &str) -> usize {
+    let first = after
+        .iter()
+        .position(|(_, d)| d.explanation.contains(marker))
+        .unwrap_or_else(|| panic!("no decision says {marker:?}"));
+    for ((t, a), (_, b)) in before.iter().zip(after).take(first) {
+        assert_eq!(a.target_replicas, b.target_replicas, "at {t} s");
+    }
+    first
+}
+
+/// The targets summed over the decisions from minute `from` on (replica-decisions).
+fn replica_time_from(run: &[(u64, Decision)], from: u64) -> u64 {
+    run.iter()
+        .filter(|(t, _)| *t >= from * 60)
+        .map(|(_, d)| u64::from(d.target_replicas))
+        .sum()
+}
+
 #[test]
 fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
     // Without the hold, whose three start-ups (900 s) would keep the fleet through this
@@ -1595,13 +1616,7 @@ fn under_troughs_pattern_the_hindsight_floor_is_held_for_the_bursts_not_between_
         240,
     );
     // The two are the same until the floor is first set aside.
-    let first = troughs
-        .iter()
-        .position(|(_, d)| d.explanation.contains("set aside"))
-        .expect("a trough that sets the floor aside within four hours");
-    for ((t, a), (_, b)) in floor.iter().zip(&troughs).take(first) {
-        assert_eq!(a.target_replicas, b.target_replicas, "at {t} s");
-    }
+    let first = same_until(&floor, &troughs, "set aside");
     let said = &troughs[first].1.explanation;
     assert!(
         said.contains("below its mean of") && said.contains("(troughs=pattern)"),
@@ -1626,13 +1641,7 @@ fn under_troughs_pattern_the_hindsight_floor_is_held_for_the_bursts_not_between_
             decision_at(&troughs, burst * 60).explanation
         );
     }
-    let replica_time = |run: &[(u64, Decision)]| -> u64 {
-        run.iter()
-            .filter(|(t, _)| *t >= 180 * 60)
-            .map(|(_, d)| u64::from(d.target_replicas))
-            .sum()
-    };
-    assert!(replica_time(&troughs) < replica_time(&floor));
+    assert!(replica_time_from(&troughs, 180) < replica_time_from(&floor, 180));
 }
 
 #[test]
@@ -1882,13 +1891,7 @@ fn under_holdtroughs_pattern_a_held_bursts_capacity_yields_to_the_patterns_troug
         "proactive; capacity=10; startup=300; ceiling=off; hold=3; ahead=1; holdtroughs=pattern",
         240,
     );
-    let first = yields
-        .iter()
-        .position(|(_, d)| d.explanation.contains("(holdtroughs=pattern)"))
-        .expect("a trough that sets the hold aside within four hours");
-    for ((t, a), (_, b)) in keep.iter().zip(&yields).take(first) {
-        assert_eq!(a.target_replicas, b.target_replicas, "at {t} s");
-    }
+    same_until(&keep, &yields, "(holdtroughs=pattern)");
     let at = |run: &[(u64, Decision)], t: u64| decision_at(run, t).target_replicas;
     // The last hour, bursts from minute 14 of each 20: five minutes after a burst the held
     // fleet is released in the trough, and the floor is back (one start-up and two minutes
@@ -1907,11 +1910,5 @@ fn under_holdtroughs_pattern_a_held_bursts_capacity_yields_to_the_patterns_troug
             "minute {burst}"
         );
     }
-    let replica_time = |run: &[(u64, Decision)]| -> u64 {
-        run.iter()
-            .filter(|(t, _)| *t >= 180 * 60)
-            .map(|(_, d)| u64::from(d.target_replicas))
-            .sum()
-    };
-    assert!(replica_time(&yields) < replica_time(&keep));
+    assert!(replica_time_from(&yields, 180) < replica_time_from(&keep, 180));
 }
