@@ -393,11 +393,14 @@ pub const DEFAULT_CEILING_AT_FLOOR: bool = true;
 /// day, by default (no: `largest`).
 pub const DEFAULT_FLOOR_LATEST: bool = false;
 /// Whether a comparison names the smallest fleet that beats ours rather than the one serving
-/// 99 %, by default (no: `at99`).
-pub const DEFAULT_NAME_CHEAPEST: bool = false;
+/// 99 %, by default: yes (`cheapest`) since the twenty-seventh round, chosen with
+/// `holdtroughs=pattern` on the training scenarios (`docs/evaluation/proactive.md`, section
+/// 38); `at99` before.
+pub const DEFAULT_NAME_CHEAPEST: bool = true;
 /// Whether a passed burst's held capacity is set aside in a repeating pattern's trough, by
-/// default (no: `keep`).
-pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = false;
+/// default: yes (`pattern`) since the twenty-seventh round, chosen with `named=cheapest`
+/// (section 38); `keep` before.
+pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = true;
 /// Whether a TTFT breach is judged against light load's share within the SLO, by default: yes
 /// (`lighter`) since round 26's choice was amended (`docs/evaluation/proactive.md` section 37),
 /// chosen with `hold=3` on the training set's ten seeds against every static fleet; `p95`

@@ -202,16 +202,16 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
-            "proactive; named=cheapest",
+            "proactive; named=at99",
             ProactiveConfig {
-                name_cheapest: true,
+                name_cheapest: false,
                 ..d()
             },
         ),
         (
-            "proactive; holdtroughs=pattern",
+            "proactive; holdtroughs=keep",
             ProactiveConfig {
-                hold_yields_to_troughs: true,
+                hold_yields_to_troughs: false,
                 ..d()
             },
         ),
@@ -237,8 +237,8 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; ceiling=seen", d()),
         ("proactive; troughs=pattern; ahead=2", d()),
         ("proactive; floorsize=largest", d()),
-        ("proactive; named=at99", d()),
-        ("proactive; holdtroughs=keep", d()),
+        ("proactive; named=cheapest", d()),
+        ("proactive; holdtroughs=pattern", d()),
         ("proactive; periods=2", d()),
         ("proactive; probe=0.03", d()),
         ("proactive; tail=lighter", d()),
@@ -1866,7 +1866,7 @@ fn under_named_cheapest_the_floor_is_the_smallest_fleet_that_beats_ours() {
     // static fleet to beat it: the first comparison (at 30 minutes) finds that four replicas
     // serve 99 % and beat ours, and so do three.
     let metadata = "proactive; capacity=10; startup=300; hold=4; utilization=0.4";
-    let at99 = floors(&late_bursts(metadata, 180));
+    let at99 = floors(&late_bursts(&format!("{metadata}; named=at99"), 180));
     let cheapest = floors(&late_bursts(&format!("{metadata}; named=cheapest"), 180));
     assert_eq!(at99.first(), Some(&(1802, 4)), "{at99:?}");
     assert_eq!(cheapest.first(), Some(&(1802, 3)), "{cheapest:?}");
@@ -1884,7 +1884,7 @@ fn under_named_cheapest_the_floor_is_the_smallest_fleet_that_beats_ours() {
 fn under_holdtroughs_pattern_a_held_bursts_capacity_yields_to_the_patterns_trough() {
     // One start-up ahead, the ceiling off, so the floor and the hold alone size the troughs.
     let keep = late_bursts(
-        "proactive; capacity=10; startup=300; ceiling=off; hold=3; ahead=1",
+        "proactive; capacity=10; startup=300; ceiling=off; hold=3; ahead=1; holdtroughs=keep",
         240,
     );
     let yields = late_bursts(
