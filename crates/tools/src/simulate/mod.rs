@@ -634,9 +634,8 @@ impl Simulation {
             controller.as_mut(),
         );
         let mut report = self.summarise(&policy.name(), scenario, &result);
-        if policy.family() == "ours" {
-            report.dominated_by_static = self.dominating_statics(scenario, &report);
-        }
+        // Every autoscaled row, ours and the peers, is judged by the same rule.
+        report.dominated_by_static = self.dominating_statics(scenario, &report);
         Ok((result, report))
     }
 
