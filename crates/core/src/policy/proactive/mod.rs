@@ -229,6 +229,12 @@ pub struct ProactiveConfig {
     /// the start-up time; `keep` (false), the hold lasts its K start-ups in a trough as
     /// anywhere.
     pub hold_yields_to_troughs: bool,
+    /// Whether a scale-in waits while in-flight requests grow (`scalein=any|steady`):
+    /// `steady` (true), a scale-in that is due (the calm period, a release or a hold run out)
+    /// is deferred while the in-flight requests grow, since the demand estimate lags a load
+    /// that is returning and the need read from it is the trough's; `any` (false), it acts when
+    /// due.
+    pub scale_in_steady: bool,
     /// How many periods of history a repeating pattern must span before it is found
     /// (`periods=F`, 1.2 to 4; default 2): fewer finds a pattern sooner, from a shorter overlap
     /// of the demand with itself one period earlier.
@@ -317,6 +323,7 @@ impl Default for ProactiveConfig {
             floor_latest: DEFAULT_FLOOR_LATEST,
             name_cheapest: DEFAULT_NAME_CHEAPEST,
             hold_yields_to_troughs: DEFAULT_HOLD_YIELDS_TO_TROUGHS,
+            scale_in_steady: DEFAULT_SCALE_IN_STEADY,
             pattern_periods: forecast::DEFAULT_PATTERN_PERIODS,
             probe: capacity::DEFAULT_PROBE,
             tail_lighter: DEFAULT_TAIL_LIGHTER,
@@ -401,6 +408,8 @@ pub const DEFAULT_NAME_CHEAPEST: bool = true;
 /// default: yes (`pattern`) since the twenty-seventh round, chosen with `named=cheapest`
 /// (section 38); `keep` before.
 pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = true;
+/// Whether a due scale-in waits while in-flight requests grow, by default (no: `any`).
+pub const DEFAULT_SCALE_IN_STEADY: bool = false;
 /// Whether a TTFT breach is judged against light load's share within the SLO, by default: yes
 /// (`lighter`) since round 26's choice was amended (`docs/evaluation/proactive.md` section 37),
 /// chosen with `hold=3` on the training set's ten seeds against every static fleet; `p95`
@@ -448,7 +457,8 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// troughs), `ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for
 /// `troughs=pattern`), `floorsize=largest|latest` (which named fleet the hindsight floor
 /// holds), `named=at99|cheapest` (which fleet a comparison names), `holdtroughs=keep|pattern`
-/// (whether a held burst's capacity yields to a pattern's trough), `periods=F` (1.2 <= F <= 4:
+/// (whether a held burst's capacity yields to a pattern's trough), `scalein=any|steady`
+/// (whether a due scale-in waits while in-flight requests grow), `periods=F` (1.2 <= F <= 4:
 /// periods of history a repeating pattern must span before it is found), `ceiling=off|seen`
 /// (whether the hindsight's fleet also caps the need within the demand it was judged on), `tail=p95|lighter` (whether a TTFT tail that light load shows too
 /// counts against capacity and as a guide trigger) and `probe=F` (0 <= F <= 0.1: how much the
@@ -458,7 +468,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -497,6 +507,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "floorsize" => Some((&mut c.floor_latest, "latest", "largest")),
                     "named" => Some((&mut c.name_cheapest, "cheapest", "at99")),
                     "holdtroughs" => Some((&mut c.hold_yields_to_troughs, "pattern", "keep")),
+                    "scalein" => Some((&mut c.scale_in_steady, "steady", "any")),
                     "tail" => Some((&mut c.tail_lighter, "lighter", "p95")),
                     _ => None,
                 };
@@ -1123,6 +1134,7 @@ impl Proactive {
                 }
             }
         } else if let Some(since) = self.below_since {
+            let last_down = self.last_down;
             let calm_for = now.saturating_sub(since);
             let spaced = self
                 .last_down
@@ -1236,6 +1248,16 @@ impl Proactive {
                     "need at most {release_need} for {} with no trigger, at most half of the {prev} replicas: the surplus of a burst that has passed is released after {after}, not the calm period of {}: scale in {prev} -> {level}",
                     super::explain::dur(calm_for),
                     super::explain::dur(c.scale_down_stabilization),
+                );
+            }
+            // `scalein=steady`: a load that is returning shows in the in-flight requests
+            // before the demand estimate, which still reads the trough.
+            if self.config.scale_in_steady && level < prev && growth > 0.0 {
+                level = prev;
+                self.last_down = last_down;
+                step = format!(
+                    "in-flight requests growing ({} per s): the scale-in waits until they stop (scalein=steady); due: {step}",
+                    num(growth)
                 );
             }
         }

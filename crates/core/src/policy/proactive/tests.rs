@@ -216,6 +216,13 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
+            "proactive; scalein=steady",
+            ProactiveConfig {
+                scale_in_steady: true,
+                ..d()
+            },
+        ),
+        (
             "proactive; tail=p95",
             ProactiveConfig {
                 tail_lighter: false,
@@ -239,6 +246,7 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; floorsize=largest", d()),
         ("proactive; named=cheapest", d()),
         ("proactive; holdtroughs=pattern", d()),
+        ("proactive; scalein=any", d()),
         ("proactive; periods=2", d()),
         ("proactive; probe=0.03", d()),
         ("proactive; tail=lighter", d()),
@@ -300,6 +308,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; floorsize=smallest",
         "proactive; named=smallest",
         "proactive; holdtroughs=on",
+        "proactive; scalein=never",
         "proactive; periods=1",
         "proactive; periods=5",
         "proactive; ahead=0.5",
@@ -1911,4 +1920,56 @@ fn under_holdtroughs_pattern_a_held_bursts_capacity_yields_to_the_patterns_troug
         );
     }
     assert!(replica_time_from(&yields, 180) < replica_time_from(&keep, 180));
+}
+
+/// Five replicas busy for ten minutes, then a trough; from minute 14.5 to 16 the in-flight
+/// requests grow by one a second (a load returning, not yet in the rate window), then stop.
+fn trough_then_returning(metadata: &str) -> Vec<(u64, Decision)> {
+    let mut r = Run::new(metadata, 5);
+    let mut out = Vec::new();
+    let mut in_flight = 10.0;
+    for t in (0..=1200).step_by(2) {
+        let s = if t < 600 {
+            fleet(5, 40.0, 80.0)
+        } else {
+            if (870..960).contains(&t) {
+                in_flight += 2.0;
+            }
+            fleet(5, 5.0, in_flight)
+        };
+        out.push((t, r.at(t, &s)));
+    }
+    out
+}
+
+#[test]
+fn under_scalein_steady_a_due_scale_in_waits_while_in_flight_requests_grow() {
+    let metadata = "proactive; capacity=10; startup=300; hold=0; release=0";
+    let any = trough_then_returning(&format!("{metadata}; scalein=any"));
+    let steady = trough_then_returning(&format!("{metadata}; scalein=steady"));
+    let first_down = |run: &[(u64, Decision)]| {
+        run.iter()
+            .find(|(_, d)| d.target_replicas < 5)
+            .map(|(t, d)| (*t, d.target_replicas))
+    };
+    let (t_any, _) = first_down(&any).expect("a scale-in under scalein=any");
+    let (t_steady, _) = first_down(&steady).expect("a scale-in under scalein=steady");
+    assert!(
+        (870..960).contains(&t_any),
+        "due while the in-flight requests grow: {t_any}"
+    );
+    assert!(t_steady >= 960, "{t_steady}");
+    let waited = same_until(&any, &steady, "(scalein=steady)");
+    assert_eq!(
+        steady[waited].0, t_any,
+        "it waits exactly when the scale-in was due"
+    );
+    assert!(
+        steady[waited]
+            .1
+            .explanation
+            .contains("in-flight requests growing"),
+        "{}",
+        steady[waited].1.explanation
+    );
 }
