@@ -26,8 +26,10 @@
 //!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`),
 //!    what a repeating pattern expects a start-up ahead (`periodic=on`), and the size of a
 //!    static fleet the policy's own hindsight found beating it within the last day
-//!    (`hindsight=floor`, [`hindsight`]; with `troughs=pattern`, the default, set aside while
-//!    a repeating pattern expects less than its mean over the next `ahead` start-ups; with
+//!    (`hindsight=floor`, [`hindsight`]; with `named=cheapest`, the default, the smallest
+//!    such fleet; with `troughs=pattern`, the default, set aside while a repeating pattern
+//!    expects less than its mean over the next `ahead` start-ups, and with
+//!    `holdtroughs=pattern`, the default, a passed burst's hold with it; with
 //!    `ceiling=seen`, the default, also the most the need asks for while that fleet serves the
 //!    demand within the SLO): one step up to that need
 //!    (widened to the HPA's tolerance as the guide does); capacity still starting is withdrawn
@@ -460,9 +462,10 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// (whether a held burst's capacity yields to a pattern's trough), `scalein=any|steady`
 /// (whether a due scale-in waits while in-flight requests grow), `periods=F` (1.2 <= F <= 4:
 /// periods of history a repeating pattern must span before it is found), `ceiling=off|seen`
-/// (whether the hindsight's fleet also caps the need within the demand it was judged on), `tail=p95|lighter` (whether a TTFT tail that light load shows too
-/// counts against capacity and as a guide trigger) and `probe=F` (0 <= F <= 0.1: how much the
-/// capacity estimate rises per comfortable decision).
+/// (whether the hindsight's fleet also caps the need within the demand it was judged on),
+/// `tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity
+/// and as a guide trigger) and `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises
+/// per comfortable decision).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
