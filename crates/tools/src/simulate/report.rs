@@ -214,11 +214,12 @@ pub struct PolicyReport {
     /// over the demand it saw; compare with the `static:N` rows); absent for the peers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hindsight: Option<StaticComparison>,
-    /// For our policy: every static fleet that dominates it on this scenario and seed by the
-    /// evaluation's rule (at least 1 point more SLO attainment with at most 97 % of its
-    /// GPU-hours), smallest first, each simulated for the check (`static:best` is the fleet
-    /// that meets the SLO target, and can be larger than one that beats ours on both axes);
-    /// empty when none does, and for the peers and the references.
+    /// For every autoscaled row (ours, the guide's policy and the peers): every static fleet
+    /// that dominates it on this scenario and seed by the evaluation's rule (at least 1 point
+    /// more SLO attainment with at most 97 % of its GPU-hours), smallest first, each simulated
+    /// for the check (`static:best` is the fleet that meets the SLO target, and can be larger
+    /// than one that beats a row on both axes); empty when none does, and for the static fleets
+    /// and the clairvoyant plan, which are references.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dominated_by_static: Vec<DominatingFleet>,
 }
