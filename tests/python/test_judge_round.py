@@ -29,7 +29,7 @@ def test_round_22_chooses_the_floor_two_startups_ahead_with_the_ceiling():
     # the two together save 3.68 % and become the default.
     assert ("`ours:policy=proactive;ceiling=seen` qualifies, but is dominated on 2 scenarios "
             "(default 2) with -1.34 % GPU-hours") in r.stdout
-    assert "-3.68 % GPU-hours over the six" in r.stdout
+    assert "-3.68 % GPU-hours over the training scenarios" in r.stdout
     assert ("Verdict: `ours:policy=proactive;troughs=pattern;ahead=2;ceiling=seen` becomes the "
             "default (means over 10 seeds)") in r.stdout
     # The default's row: batch-bursts-conv dominated by static:3 and static:4.
@@ -58,7 +58,7 @@ def test_round_26_with_every_static_fleet_chooses_the_tail_with_the_hold():
     assert ("94.74 / 35.14 (dominated: `static:13`, `static:14`, `static:15`, `static:16`, "
             "`static:17`)") in r.stdout
     assert ("`ours:policy=proactive;hold=3` qualifies, but is dominated on 2 scenarios (default 2) "
-            "with +3.63 % GPU-hours over the six: no change.") in r.stdout
+            "with +3.63 % GPU-hours over the training scenarios: no change.") in r.stdout
     assert ("Verdict: `ours:policy=proactive;tail=lighter;hold=3` becomes the default (means "
             "over 10 seeds)") in r.stdout
     # Judged against round 14's rows alone, the fleets that dominate are missing: refused.

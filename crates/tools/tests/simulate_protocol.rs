@@ -153,8 +153,11 @@ fn seeds_redraw_the_arrival_process_of_generated_and_resampled_scenarios() {
     // The sets are named, disjoint and selectable.
     let training = ScenarioSet::parse("training").unwrap().names();
     let held_out = ScenarioSet::parse("held-out").unwrap().names();
-    assert!(training.len() >= 5 && held_out.len() >= 5);
+    let held_out_2 = ScenarioSet::parse("held-out-2").unwrap().names();
+    assert!(training.len() >= 9 && held_out.len() >= 6 && held_out_2.len() >= 4);
     assert!(training.iter().all(|t| !held_out.contains(t)));
+    assert!(training.iter().all(|t| !held_out_2.contains(t)));
+    assert!(held_out.iter().all(|t| !held_out_2.contains(t)));
     assert!(ScenarioSet::parse("test").is_err());
 }
 

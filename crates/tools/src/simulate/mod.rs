@@ -41,8 +41,8 @@ pub struct SimulateOptions {
     /// Traces to replay: files (Azure 2023 CSV or Mooncake JSONL), built-in scenarios
     /// (azure-code, azure-conv, mooncake, step), generated scenarios, or `poisson:NAME`.
     pub traces: Vec<String>,
-    /// Replay a named set of generated scenarios (`training` or `held-out`) instead of
-    /// `traces`.
+    /// Replay a named set of generated scenarios (`training`, `held-out` or `held-out-2`)
+    /// instead of `traces`.
     pub scenario_set: Option<String>,
     /// Multiply the trace's request rate (requests are replicated; a generated scenario's
     /// curve is multiplied).
