@@ -11,10 +11,11 @@
 //!    (waiting requests) to clear within a minute; with `onset=S` the growth over the last S
 //!    seconds counts instead while it is larger and positive;
 //! 3. learns the capacity of one replica within the SLO ([`capacity`]), from the throughput per
-//!    ready replica (once the ready replicas stayed the same for the rate window) while P95 TTFT and ITL stay within their SLOs, probed upwards while they
-//!    stay below half their SLOs under load (by `probe`, 3 % per decision), corrected down
-//!    when they break at a lower
-//!    throughput; an optional prior starts it; with `attainment=F` "within" is at least F of
+//!    ready replica (once the ready replicas stayed the same for the rate window) while P95
+//!    TTFT and ITL stay within their SLOs, probed upwards while they stay below half their
+//!    SLOs under load (by `probe`, 3 % per decision), corrected down when they break at a
+//!    lower throughput while a queue is left or the in-flight requests do not shrink (with
+//!    `breachwhile=growing`, only the latter); an optional prior starts it; with `attainment=F` "within" is at least F of
 //!    the window's first tokens (and with `shares=both`, the default, of its inter-token gaps)
 //!    within the SLOs instead of the P95s;
 //! 4. forecasts demand over the start-up horizon (learned from how long asked-for replicas took
@@ -23,8 +24,8 @@
 //!    `trendcap=pattern`, at most a repeating pattern's level one period ago), and the recent
 //!    peak for scale-in;
 //! 5. needs `ceil(forecast / (capacity x utilisation))` replicas, and at least what the
-//!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`),
-//!    what a repeating pattern expects a start-up ahead (`periodic=on`), and the size of a
+//!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`;
+//!    with `peakat=full`, at the capacity estimate itself), what a repeating pattern expects a start-up ahead (`periodic=on`), and the size of a
 //!    static fleet the policy's own hindsight found beating it within the last day
 //!    (`hindsight=floor`, [`hindsight`]; with `named=cheapest`, the default, the smallest
 //!    such fleet; with `troughs=pattern`, the default, set aside while a repeating pattern
@@ -237,6 +238,18 @@ pub struct ProactiveConfig {
     /// that is returning and the need read from it is the trough's; `any` (false), it acts when
     /// due.
     pub scale_in_steady: bool,
+    /// How the peak floor (`peak=S`) sizes the peak it holds (`peakat=need|full`): `full`
+    /// (true), at the capacity estimate itself, the fewest replicas that would carry that
+    /// demand again; `need` (false), at the target utilisation, as the demand's own need is
+    /// sized. Under `troughs=pattern` the peak floor is set aside in a repeating pattern's
+    /// troughs as the hindsight floor is.
+    pub peak_at_full: bool,
+    /// When a sustained breach lowers the capacity estimate (`breachwhile=queued|growing`):
+    /// `queued` (false), while a queue is left or the in-flight requests do not shrink;
+    /// `growing` (true), only while the in-flight requests do not shrink. A queue that drains
+    /// is a backlog's aftermath: it sits on the replicas that were ready when it arrived, so
+    /// the fleet's throughput per replica then says nothing about what one replica serves.
+    pub breach_while_growing: bool,
     /// How many periods of history a repeating pattern must span before it is found
     /// (`periods=F`, 1.2 to 4; default 2): fewer finds a pattern sooner, from a shorter overlap
     /// of the demand with itself one period earlier.
@@ -326,6 +339,8 @@ impl Default for ProactiveConfig {
             name_cheapest: DEFAULT_NAME_CHEAPEST,
             hold_yields_to_troughs: DEFAULT_HOLD_YIELDS_TO_TROUGHS,
             scale_in_steady: DEFAULT_SCALE_IN_STEADY,
+            peak_at_full: DEFAULT_PEAK_AT_FULL,
+            breach_while_growing: DEFAULT_BREACH_WHILE_GROWING,
             pattern_periods: forecast::DEFAULT_PATTERN_PERIODS,
             probe: capacity::DEFAULT_PROBE,
             tail_lighter: DEFAULT_TAIL_LIGHTER,
@@ -412,6 +427,12 @@ pub const DEFAULT_NAME_CHEAPEST: bool = true;
 pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = true;
 /// Whether a due scale-in waits while in-flight requests grow, by default (no: `any`).
 pub const DEFAULT_SCALE_IN_STEADY: bool = false;
+/// Whether the peak floor holds its peak at the capacity estimate rather than at the target
+/// utilisation, by default (no: `need`; the peak floor itself is off by default).
+pub const DEFAULT_PEAK_AT_FULL: bool = false;
+/// Whether only a breach while the in-flight requests do not shrink lowers the capacity
+/// estimate, by default (no: `queued`, a queue left counts too).
+pub const DEFAULT_BREACH_WHILE_GROWING: bool = false;
 /// Whether a TTFT breach is judged against light load's share within the SLO, by default: yes
 /// (`lighter`) since round 26's choice was amended (`docs/evaluation/proactive.md` section 37),
 /// chosen with `hold=3` on the training set's ten seeds against every static fleet; `p95`
@@ -471,7 +492,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -511,6 +532,8 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "named" => Some((&mut c.name_cheapest, "cheapest", "at99")),
                     "holdtroughs" => Some((&mut c.hold_yields_to_troughs, "pattern", "keep")),
                     "scalein" => Some((&mut c.scale_in_steady, "steady", "any")),
+                    "peakat" => Some((&mut c.peak_at_full, "full", "need")),
+                    "breachwhile" => Some((&mut c.breach_while_growing, "growing", "queued")),
                     "tail" => Some((&mut c.tail_lighter, "lighter", "p95")),
                     _ => None,
                 };
@@ -873,8 +896,11 @@ impl Proactive {
             per_replica,
             within_slo: stable && !breached && !queued,
             // Latency over the SLO while the in-flight requests shrink and no queue is left
-            // is the aftermath of a backlog, not a replica at its limit.
-            breached: stable && sustained && (queued || self.demand.growth() >= 0.0),
+            // is the aftermath of a backlog, not a replica at its limit; under
+            // `breachwhile=growing`, so is a queue that drains.
+            breached: stable
+                && sustained
+                && ((queued && !self.config.breach_while_growing) || self.demand.growth() >= 0.0),
             comfortable,
         });
         let Some(cap) = self.capacity.value() else {
@@ -977,7 +1003,10 @@ impl Proactive {
                 now,
                 Duration::from_secs_f64(self.config.peak_window_seconds),
             )
-            .map(|(peak, age)| (peak, age, replicas_for(peak, per, c)));
+            .map(|(peak, age)| {
+                let at = if self.config.peak_at_full { cap } else { per };
+                (peak, age, replicas_for(peak, at, c))
+            });
         // `hindsight=floor`: a static fleet found beating ours within the last day.
         self.static_floor = self
             .static_floor
@@ -993,7 +1022,7 @@ impl Proactive {
             .saturating_add(PERIODIC_SLACK);
         let trough = if self.config.periodic
             && self.config.floor_yields_to_troughs
-            && static_floor.is_some()
+            && (static_floor.is_some() || floor.is_some())
         {
             self.recurrence
                 .recurring(now, trough_ahead)
@@ -1002,6 +1031,9 @@ impl Proactive {
             None
         };
         let static_floor = static_floor.filter(|_| trough.is_none());
+        // The peak floor yields to the trough as the hindsight floor does.
+        let peak_aside = floor.filter(|_| trough.is_some());
+        let floor = floor.filter(|_| trough.is_none());
         // `holdtroughs=pattern`: the hold yields to the trough as the floor does.
         let hold_aside = trough.is_some() && self.config.hold_yields_to_troughs && held.is_some();
         let (hold, held) = if hold_aside {
@@ -1402,10 +1434,24 @@ impl Proactive {
         }
         if let Some((peak, age, floor_need)) = floor {
             numbers.push_str(&format!(
-                "; floor: peak {} req/s {} ago (window {}) -> {floor_need} replicas",
+                "; floor: peak {} req/s {} ago (window {}){} -> {floor_need} replicas",
                 num(peak),
                 super::explain::dur(Duration::from_secs_f64(age)),
                 super::explain::dur(Duration::from_secs_f64(self.config.peak_window_seconds)),
+                if self.config.peak_at_full {
+                    " at the full capacity estimate (peakat=full)"
+                } else {
+                    ""
+                },
+            ));
+        }
+        if let (Some((peak, _, floor_need)), Some(r)) = (peak_aside, trough) {
+            numbers.push_str(&format!(
+                "; peak floor of {floor_need} replicas (peak {} req/s) set aside: the repeating pattern expects at most {} req/s over the next {}, below its mean of {} req/s over the last period (troughs=pattern)",
+                num(peak),
+                num(r.expected),
+                super::explain::dur(trough_ahead),
+                num(r.mean),
             ));
         }
         if let (Some(f), Some(n)) = (self.static_floor, static_floor) {

@@ -223,6 +223,20 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
+            "proactive; breachwhile=growing",
+            ProactiveConfig {
+                breach_while_growing: true,
+                ..d()
+            },
+        ),
+        (
+            "proactive; peakat=full",
+            ProactiveConfig {
+                peak_at_full: true,
+                ..d()
+            },
+        ),
+        (
             "proactive; tail=p95",
             ProactiveConfig {
                 tail_lighter: false,
@@ -927,6 +941,42 @@ fn the_peak_floor_holds_capacity_for_a_recent_burst_then_releases_it() {
 }
 
 #[test]
+fn under_peakat_full_the_peak_floor_holds_the_fleet_that_carries_the_peak_at_capacity() {
+    let held = |metadata: &str| {
+        let run = burst_then_calm(metadata, 1200);
+        run.iter().find(|d| d.0 == 1200).unwrap().1.clone()
+    };
+    let need = held("proactive; capacity=10; startup=300; peak=1800; release=0; hindsight=advice");
+    let full = held(
+        "proactive; capacity=10; startup=300; peak=1800; peakat=full; release=0; hindsight=advice",
+    );
+    // The peak the floor read, from the explanation: "floor: peak X req/s".
+    let peak: f64 = full
+        .explanation
+        .split("floor: peak ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("{}", full.explanation));
+    assert!(peak > 40.0, "the burst's minute: {peak}");
+    // At the capacity estimate (10 req/s) rather than at 80 % of it.
+    assert_eq!(
+        full.target_replicas,
+        (peak / 10.0).ceil() as u32,
+        "{full:?}"
+    );
+    assert_eq!(need.target_replicas, (peak / 8.0).ceil() as u32, "{need:?}");
+    assert!(full.target_replicas < need.target_replicas);
+    assert!(
+        full.explanation
+            .contains("at the full capacity estimate (peakat=full)"),
+        "{}",
+        full.explanation
+    );
+    assert!(!need.explanation.contains("peakat"), "{}", need.explanation);
+}
+
+#[test]
 fn without_the_backlog_term_the_fleet_is_sized_for_demand() {
     // A standing backlog of 600 with arrivals equal to what finishes (10 req/s): draining it
     // within a minute asks for ceil((10 + 10) / 8) = 3 replicas; sized for demand, 2.
@@ -1060,6 +1110,32 @@ fn a_breach_at_a_bursts_onset_does_not_lower_capacity_until_it_lasted_the_rate_w
     }
     let c = r.proactive.capacity().unwrap();
     assert!(c < 20.0, "{c}");
+}
+
+#[test]
+fn under_breachwhile_growing_a_draining_queue_does_not_lower_capacity() {
+    // One replica within the SLO for two minutes, then four minutes of a backlog draining: TTFT
+    // over its SLO, 40 requests still waiting, the in-flight requests shrinking.
+    let drain = |metadata: &str| {
+        let mut r = Run::new(metadata, 1);
+        for t in (0..=120).step_by(2) {
+            r.at(t, &fleet(1, 10.0, 300.0));
+        }
+        for t in (122..=360).step_by(2) {
+            // 300 in flight before, 40 of them waiting now, one fewer every 2 s.
+            let mut s = fleet(1, 10.0, 260.0 - (t - 120) as f64 / 2.0);
+            s.fleet.ttft_seconds.p95 = Some(5.0);
+            s.fleet.queue_depth = 40.0;
+            r.at(t, &s);
+        }
+        r.proactive.capacity().unwrap()
+    };
+    // By default a queue left counts: the estimate moves towards the 10 req/s served.
+    let queued = drain("proactive; capacity=20; startup=300");
+    assert!(queued < 19.0, "{queued}");
+    // Under `breachwhile=growing` the drain is the backlog's aftermath.
+    let growing = drain("proactive; capacity=20; startup=300; breachwhile=growing");
+    assert_eq!(growing, 20.0);
 }
 
 /// 6 req/s with 8-minute bursts of 40 req/s every 45 minutes from minute 20, on `ready`
@@ -1642,6 +1718,39 @@ fn under_troughs_pattern_the_hindsight_floor_is_held_for_the_bursts_not_between_
         at(&troughs, mid_trough) < floor_size,
         "{}",
         decision_at(&troughs, mid_trough).explanation
+    );
+    for burst in [194, 214, 234] {
+        assert!(
+            at(&troughs, burst * 60) >= floor_size,
+            "minute {burst}: {}",
+            decision_at(&troughs, burst * 60).explanation
+        );
+    }
+    assert!(replica_time_from(&troughs, 180) < replica_time_from(&floor, 180));
+}
+
+#[test]
+fn under_troughs_pattern_the_peak_floor_is_set_aside_in_the_troughs_too() {
+    // The peak floor alone (the hindsight only advises; no ceiling, no hold), at the capacity
+    // estimate, held for an hour.
+    let metadata = "proactive; capacity=10; startup=300; hindsight=advice; ceiling=off; hold=0; \
+                    peak=3600; peakat=full";
+    let floor = late_bursts(&format!("{metadata}; troughs=floor"), 240);
+    let troughs = late_bursts(&format!("{metadata}; troughs=pattern; ahead=1"), 240);
+    let first = same_until(&floor, &troughs, "peak floor of");
+    let said = &troughs[first].1.explanation;
+    assert!(
+        said.contains("set aside: the repeating pattern expects")
+            && said.contains("(troughs=pattern)"),
+        "{said}"
+    );
+    let at = |run: &[(u64, Decision)], t: u64| decision_at(run, t).target_replicas;
+    let floor_size = at(&floor, 226 * 60);
+    assert!(floor_size >= 2, "{floor_size}");
+    assert!(
+        at(&troughs, 226 * 60) < floor_size,
+        "{}",
+        decision_at(&troughs, 226 * 60).explanation
     );
     for burst in [194, 214, 234] {
         assert!(
