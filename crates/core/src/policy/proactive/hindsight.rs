@@ -9,8 +9,8 @@
 //! hindsight, have served as much for fewer GPU-hours? The answer is advice for the operator
 //! (and a floor to set, `minReplicas`); under `hindsight=floor` (the default) the policy also
 //! holds the fleet the comparison names as a floor for a day
-//! (`StaticComparison::cheapest_beating` under `named=cheapest`, the default;
-//! `StaticComparison::beaten_by` under `named=at99`).
+//! (`StaticComparison::beaten_by` under `named=at99`, the default;
+//! `StaticComparison::cheapest_beating` under `named=cheapest`).
 //!
 //! It is a model: queueing, start-up and a capacity estimate that is itself learned are not in
 //! it, so it reads a static fleet's attainment higher than a simulator would at the edge of

@@ -14,8 +14,9 @@
 //!    ready replica (once the ready replicas stayed the same for the rate window) while P95
 //!    TTFT and ITL stay within their SLOs, probed upwards while they stay below half their
 //!    SLOs under load (by `probe`, 3 % per decision), corrected down when they break at a
-//!    lower throughput while a queue is left or the in-flight requests do not shrink (with
-//!    `breachwhile=growing`, only the latter); an optional prior starts it; with `attainment=F` "within" is at least F of
+//!    lower throughput while the in-flight requests do not shrink (`breachwhile=growing`, the
+//!    default; with `breachwhile=queued`, also while a queue is left); an optional prior
+//!    starts it; with `attainment=F` "within" is at least F of
 //!    the window's first tokens (and with `shares=both`, the default, of its inter-token gaps)
 //!    within the SLOs instead of the P95s;
 //! 4. forecasts demand over the start-up horizon (learned from how long asked-for replicas took
@@ -24,13 +25,15 @@
 //!    `trendcap=pattern`, at most a repeating pattern's level one period ago), and the recent
 //!    peak for scale-in;
 //! 5. needs `ceil(forecast / (capacity x utilisation))` replicas, and at least what the
-//!    highest minute of demand over the peak floor's window needs when one is set (`peak=S`;
-//!    with `peakat=full`, at the capacity estimate itself), what a repeating pattern expects a start-up ahead (`periodic=on`), and the size of a
-//!    static fleet the policy's own hindsight found beating it within the last day
-//!    (`hindsight=floor`, [`hindsight`]; with `named=cheapest`, the default, the smallest
-//!    such fleet; with `troughs=pattern`, the default, set aside while a repeating pattern
-//!    expects less than its mean over the next `ahead` start-ups, and with
-//!    `holdtroughs=pattern`, the default, a passed burst's hold with it; with
+//!    highest minute of demand over the peak floor's window needs (`peak=S`, half an hour by
+//!    default; with `peakat=full`, the default, at the capacity estimate itself; set aside
+//!    with the hindsight floor in a pattern's troughs), what a repeating pattern expects a
+//!    start-up ahead (`periodic=on`), and the size of a static fleet the policy's own
+//!    hindsight found beating it within the last day (`hindsight=floor`, [`hindsight`]; with
+//!    `named=at99`, the default, the smallest serving 99 % of the demand if that one beats
+//!    ours, with `named=cheapest` the smallest such fleet; with `troughs=pattern`, the
+//!    default, set aside while a repeating pattern expects less than its mean over the next
+//!    `ahead` start-ups, and with `holdtroughs=pattern` a passed burst's hold with it; with
 //!    `ceiling=seen`, the default, also the most the need asks for while that fleet serves the
 //!    demand within the SLO): one step up to that need
 //!    (widened to the HPA's tolerance as the guide does); capacity still starting is withdrawn
@@ -350,8 +353,10 @@ impl Default for ProactiveConfig {
 
 /// The default target utilisation (chosen on the training scenarios, docs/policy.md).
 pub const DEFAULT_UTILIZATION: f64 = 0.8;
-/// The default peak floor window, seconds (chosen on the training scenarios).
-pub const DEFAULT_PEAK_WINDOW_SECONDS: f64 = 0.0;
+/// The default peak floor window, seconds: half an hour since the thirtieth round, chosen with
+/// `peakat=full;breachwhile=growing;named=at99;holdtroughs=keep` on the training scenarios
+/// (`docs/evaluation/proactive.md`, section 42); 0 (no floor) before.
+pub const DEFAULT_PEAK_WINDOW_SECONDS: f64 = 1800.0;
 /// The default backlog drain time, seconds (chosen on the training scenarios).
 pub const DEFAULT_DRAIN_SECONDS: f64 = 60.0;
 /// The default backstop: `growing` since the fifth round, chosen with `settle` on the training
@@ -417,22 +422,23 @@ pub const DEFAULT_CEILING_AT_FLOOR: bool = true;
 /// day, by default (no: `largest`).
 pub const DEFAULT_FLOOR_LATEST: bool = false;
 /// Whether a comparison names the smallest fleet that beats ours rather than the one serving
-/// 99 %, by default: yes (`cheapest`) since the twenty-seventh round, chosen with
-/// `holdtroughs=pattern` on the training scenarios (`docs/evaluation/proactive.md`, section
-/// 38); `at99` before.
-pub const DEFAULT_NAME_CHEAPEST: bool = true;
+/// 99 %, by default: no (`at99`) again since the thirtieth round (`docs/evaluation/proactive.md`,
+/// section 42); `cheapest` in the twenty-seventh to twenty-ninth (section 38).
+pub const DEFAULT_NAME_CHEAPEST: bool = false;
 /// Whether a passed burst's held capacity is set aside in a repeating pattern's trough, by
-/// default: yes (`pattern`) since the twenty-seventh round, chosen with `named=cheapest`
-/// (section 38); `keep` before.
-pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = true;
+/// default: no (`keep`) again since the thirtieth round (section 42); `pattern` in the
+/// twenty-seventh to twenty-ninth (section 38).
+pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = false;
 /// Whether a due scale-in waits while in-flight requests grow, by default (no: `any`).
 pub const DEFAULT_SCALE_IN_STEADY: bool = false;
 /// Whether the peak floor holds its peak at the capacity estimate rather than at the target
-/// utilisation, by default (no: `need`; the peak floor itself is off by default).
-pub const DEFAULT_PEAK_AT_FULL: bool = false;
+/// utilisation, by default: yes (`full`) since the thirtieth round, chosen with `peak=1800`
+/// (section 42).
+pub const DEFAULT_PEAK_AT_FULL: bool = true;
 /// Whether only a breach while the in-flight requests do not shrink lowers the capacity
-/// estimate, by default (no: `queued`, a queue left counts too).
-pub const DEFAULT_BREACH_WHILE_GROWING: bool = false;
+/// estimate, by default: yes (`growing`) since the thirtieth round (section 42); `queued`, a
+/// queue left counts too, before.
+pub const DEFAULT_BREACH_WHILE_GROWING: bool = true;
 /// Whether a TTFT breach is judged against light load's share within the SLO, by default: yes
 /// (`lighter`) since round 26's choice was amended (`docs/evaluation/proactive.md` section 37),
 /// chosen with `hold=3` on the training set's ten seeds against every static fleet; `p95`

@@ -202,16 +202,16 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
-            "proactive; named=at99",
+            "proactive; named=cheapest",
             ProactiveConfig {
-                name_cheapest: false,
+                name_cheapest: true,
                 ..d()
             },
         ),
         (
-            "proactive; holdtroughs=keep",
+            "proactive; holdtroughs=pattern",
             ProactiveConfig {
-                hold_yields_to_troughs: false,
+                hold_yields_to_troughs: true,
                 ..d()
             },
         ),
@@ -223,16 +223,16 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
-            "proactive; breachwhile=growing",
+            "proactive; breachwhile=queued",
             ProactiveConfig {
-                breach_while_growing: true,
+                breach_while_growing: false,
                 ..d()
             },
         ),
         (
-            "proactive; peakat=full",
+            "proactive; peakat=need",
             ProactiveConfig {
-                peak_at_full: true,
+                peak_at_full: false,
                 ..d()
             },
         ),
@@ -258,8 +258,11 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; ceiling=seen", d()),
         ("proactive; troughs=pattern; ahead=2", d()),
         ("proactive; floorsize=largest", d()),
-        ("proactive; named=cheapest", d()),
-        ("proactive; holdtroughs=pattern", d()),
+        ("proactive; named=at99", d()),
+        ("proactive; holdtroughs=keep", d()),
+        ("proactive; peak=1800", d()),
+        ("proactive; peakat=full", d()),
+        ("proactive; breachwhile=growing", d()),
         ("proactive; scalein=any", d()),
         ("proactive; periods=2", d()),
         ("proactive; probe=0.03", d()),
@@ -410,7 +413,7 @@ fn one_step_up_to_the_need() {
 
 #[test]
 fn capacity_still_starting_is_withdrawn_when_no_longer_needed() {
-    let mut r = Run::new("proactive; capacity=10; startup=300", 2);
+    let mut r = Run::new("proactive; capacity=10; startup=300; peak=0", 2);
     for t in (0..=60).step_by(2) {
         r.at(t, &fleet(2, 10.0, 20.0));
     }
@@ -911,7 +914,7 @@ fn the_peak_floor_holds_capacity_for_a_recent_burst_then_releases_it() {
     assert_eq!(none.last().unwrap().1.target_replicas, 2);
     // With a 30-minute floor: held at the burst's need until the window has passed.
     let floor = burst_then_calm(
-        "proactive; capacity=10; startup=300; peak=1800; release=0; hindsight=advice",
+        "proactive; capacity=10; startup=300; peak=1800; peakat=need; release=0; hindsight=advice",
         3000,
     );
     let at = |t: u64| floor.iter().find(|d| d.0 == t).unwrap().1.clone();
@@ -946,7 +949,9 @@ fn under_peakat_full_the_peak_floor_holds_the_fleet_that_carries_the_peak_at_cap
         let run = burst_then_calm(metadata, 1200);
         run.iter().find(|d| d.0 == 1200).unwrap().1.clone()
     };
-    let need = held("proactive; capacity=10; startup=300; peak=1800; release=0; hindsight=advice");
+    let need = held(
+        "proactive; capacity=10; startup=300; peak=1800; peakat=need; release=0; hindsight=advice",
+    );
     let full = held(
         "proactive; capacity=10; startup=300; peak=1800; peakat=full; release=0; hindsight=advice",
     );
@@ -1130,11 +1135,12 @@ fn under_breachwhile_growing_a_draining_queue_does_not_lower_capacity() {
         }
         r.proactive.capacity().unwrap()
     };
-    // By default a queue left counts: the estimate moves towards the 10 req/s served.
-    let queued = drain("proactive; capacity=20; startup=300");
+    // Under `breachwhile=queued` a queue left counts: the estimate moves towards the 10 req/s
+    // served.
+    let queued = drain("proactive; capacity=20; startup=300; breachwhile=queued");
     assert!(queued < 19.0, "{queued}");
-    // Under `breachwhile=growing` the drain is the backlog's aftermath.
-    let growing = drain("proactive; capacity=20; startup=300; breachwhile=growing");
+    // Under `breachwhile=growing`, the default, the drain is the backlog's aftermath.
+    let growing = drain("proactive; capacity=20; startup=300");
     assert_eq!(growing, 20.0);
 }
 
@@ -1253,7 +1259,7 @@ fn a_surplus_is_not_released_before_the_start_up_time() {
     // A set start-up of 200 s: `release=60` waits 200 s, since a replica released sooner could
     // not be back for a load that returns within a start-up; the decision says why.
     let (t, d) = first_down(
-        "proactive; capacity=10; startup=200; release=60; hold=0",
+        "proactive; capacity=10; startup=200; peak=0; release=60; hold=0",
         12.0,
     );
     assert!((200..=210).contains(&t), "{t}: {d:?}");
@@ -1268,14 +1274,14 @@ fn a_surplus_is_not_released_before_the_start_up_time() {
     // A start-up at least the calm period: the calm period scales in first, as without a
     // release.
     let (t, d) = first_down(
-        "proactive; capacity=10; startup=400; release=60; hold=0",
+        "proactive; capacity=10; startup=400; peak=0; release=60; hold=0",
         12.0,
     );
     assert!(t >= 300, "{t}: {d:?}");
     assert!(!d.explanation.contains("released after"), "{d:?}");
 
     // A learned start-up: 10 replicas asked for at 0 s answer at 150 s; then the load falls.
-    let mut r = Run::new("proactive; capacity=10; release=60; hold=0", 2);
+    let mut r = Run::new("proactive; capacity=10; peak=0; release=60; hold=0", 2);
     let mut ready = 2;
     let mut learned = None;
     let mut down = None;
@@ -1407,7 +1413,7 @@ fn once_the_ready_replicas_cover_the_demand_the_backlog_drains_on_them() {
         }
         (asked, decisions)
     };
-    let (asked, settled) = run("proactive; capacity=10; startup=300; settle=on");
+    let (asked, settled) = run("proactive; capacity=10; startup=300; peak=0; settle=on");
     assert!(asked > 2, "asked for {asked}");
     // Before the ready replicas cover the demand, the backlog is sized for as without `settle`.
     let before = &settled.iter().find(|(t, _)| *t == 498).unwrap().1;
@@ -1425,7 +1431,7 @@ fn once_the_ready_replicas_cover_the_demand_the_backlog_drains_on_them() {
     );
     assert!(d.explanation.contains("backlog not sized for"), "{d:?}");
     // Without it the backlog keeps the starting replicas.
-    let (_, kept) = run("proactive; capacity=10; startup=300; settle=off");
+    let (_, kept) = run("proactive; capacity=10; startup=300; peak=0; settle=off");
     let last = &kept.last().unwrap().1;
     assert!(last.target_replicas >= 7, "{last:?}");
 }
@@ -1434,7 +1440,7 @@ fn once_the_ready_replicas_cover_the_demand_the_backlog_drains_on_them() {
 fn a_passed_bursts_capacity_is_held_for_k_start_ups_then_released() {
     // Without a hold (`hold=0`), the burst's surplus goes after the calm period (the highest
     // need of the last 300 s, scaled in once that need is 2).
-    let none = burst_then_calm("proactive; capacity=10; startup=300; hold=0", 1500);
+    let none = burst_then_calm("proactive; capacity=10; startup=300; peak=0; hold=0", 1500);
     let high = none.iter().map(|d| d.1.target_replicas).max().unwrap();
     assert!(high >= 8, "the burst scaled out: {high}");
     let back = none
@@ -1446,8 +1452,8 @@ fn a_passed_bursts_capacity_is_held_for_k_start_ups_then_released() {
     // `hold=3`, the default: held three start-ups (900 s) after the need fell, at the highest
     // need the demand alone asked for (8 for 60 req/s at 8 per replica), then released to the
     // need.
-    let held = burst_then_calm("proactive; capacity=10; startup=300; hold=3", 1500);
-    let default = burst_then_calm("proactive; capacity=10; startup=300", 1500);
+    let held = burst_then_calm("proactive; capacity=10; startup=300; peak=0; hold=3", 1500);
+    let default = burst_then_calm("proactive; capacity=10; startup=300; peak=0", 1500);
     assert_eq!(
         held.iter().map(|d| d.1.target_replicas).collect::<Vec<_>>(),
         default
@@ -1490,8 +1496,8 @@ fn a_passed_bursts_capacity_is_held_for_k_start_ups_then_released() {
 
     // A slow decline is not a passed burst: 10 replicas whose need falls to 6 (more than half
     // the fleet) scale in after the calm period with or without a hold.
-    let (t0, d0) = first_down("proactive; capacity=10; startup=300; hold=0", 48.0);
-    let (t3, d3) = first_down("proactive; capacity=10; startup=300; hold=3", 48.0);
+    let (t0, d0) = first_down("proactive; capacity=10; startup=300; peak=0; hold=0", 48.0);
+    let (t3, d3) = first_down("proactive; capacity=10; startup=300; peak=0; hold=3", 48.0);
     assert_eq!((t0, d0.target_replicas), (t3, d3.target_replicas), "{d3:?}");
 }
 
@@ -1525,8 +1531,8 @@ fn a_steady_settle_asks_for_one_more_replica_not_for_the_backlog_again() {
     // withdrawn; at 510 s the demand reads 35 req/s, one replica more than the ready 4.
     let run = |metadata: &str| settle_run(metadata, |t| if t < 510 { 30.0 } else { 35.0 });
     let at = decision_at;
-    let on = run("proactive; capacity=10; startup=300; settle=on");
-    let steady = run("proactive; capacity=10; startup=300; settle=steady");
+    let on = run("proactive; capacity=10; startup=300; peak=0; settle=on");
+    let steady = run("proactive; capacity=10; startup=300; peak=0; settle=steady");
     // Both withdraw to the ready 4 at 500 s.
     assert_eq!(at(&on, 500).target_replicas, 4);
     assert_eq!(at(&steady, 500).target_replicas, 4);
@@ -1568,8 +1574,8 @@ fn a_banded_settle_withdraws_starting_replicas_only_after_a_rate_window() {
         )
     };
     let at = decision_at;
-    let steady = run("proactive; capacity=10; startup=300; settle=steady");
-    let band = run("proactive; capacity=10; startup=300; settle=band");
+    let steady = run("proactive; capacity=10; startup=300; peak=0; settle=steady");
+    let band = run("proactive; capacity=10; startup=300; peak=0; settle=band");
     let targets = |d: &[(u64, Decision)], ts: &[u64]| {
         ts.iter()
             .map(|t| at(d, *t).target_replicas)
@@ -1654,7 +1660,7 @@ fn replica_time_from(run: &[(u64, Decision)], from: u64) -> u64 {
 fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
     // Without the hold, whose three start-ups (900 s) would keep the fleet through this
     // model's 14-minute lulls by themselves.
-    let metadata = "proactive; capacity=10; startup=300; periodic=off; hold=0";
+    let metadata = "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0";
     let advice = late_bursts(&format!("{metadata}; hindsight=advice"), 180);
     let floor = late_bursts(metadata, 180);
     // Before any comparison has found a static fleet beating ours, the two are the same.
