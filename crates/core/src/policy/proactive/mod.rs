@@ -26,7 +26,8 @@
 //!    peak for scale-in;
 //! 5. needs `ceil(forecast / (capacity x utilisation))` replicas, and at least what the
 //!    highest minute of demand over the peak floor's window needs (`peak=S`, half an hour by
-//!    default; with `peakat=full`, the default, at the capacity estimate itself; set aside
+//!    default; with `peakat=full`, the default, at the capacity estimate itself; with
+//!    `peakwhen=halved`, only once the demand has fallen below half that peak; set aside
 //!    with the hindsight floor in a pattern's troughs), what a repeating pattern expects a
 //!    start-up ahead (`periodic=on`), and the size of a static fleet the policy's own
 //!    hindsight found beating it within the last day (`hindsight=floor`, [`hindsight`]; with
@@ -247,6 +248,11 @@ pub struct ProactiveConfig {
     /// sized. Under `troughs=pattern` the peak floor is set aside in a repeating pattern's
     /// troughs as the hindsight floor is.
     pub peak_at_full: bool,
+    /// When the peak floor (`peak=S`) holds (`peakwhen=any|halved`): `any` (false), whenever
+    /// its peak needs more than the demand's own need; `halved` (true), only once the demand
+    /// has fallen below half that peak, as it does when a burst or an on-phase ends, and not
+    /// while a load declines gradually, which the demand's own need follows.
+    pub peak_when_halved: bool,
     /// When a sustained breach lowers the capacity estimate (`breachwhile=queued|growing`):
     /// `queued` (false), while a queue is left or the in-flight requests do not shrink;
     /// `growing` (true), only while the in-flight requests do not shrink. A queue that drains
@@ -343,6 +349,7 @@ impl Default for ProactiveConfig {
             hold_yields_to_troughs: DEFAULT_HOLD_YIELDS_TO_TROUGHS,
             scale_in_steady: DEFAULT_SCALE_IN_STEADY,
             peak_at_full: DEFAULT_PEAK_AT_FULL,
+            peak_when_halved: DEFAULT_PEAK_WHEN_HALVED,
             breach_while_growing: DEFAULT_BREACH_WHILE_GROWING,
             pattern_periods: forecast::DEFAULT_PATTERN_PERIODS,
             probe: capacity::DEFAULT_PROBE,
@@ -435,6 +442,9 @@ pub const DEFAULT_SCALE_IN_STEADY: bool = false;
 /// utilisation, by default: yes (`full`) since the thirtieth round, chosen with `peak=1800`
 /// (section 42).
 pub const DEFAULT_PEAK_AT_FULL: bool = true;
+/// Whether the peak floor holds only once the demand has fallen below half its peak, by
+/// default (no: `any`).
+pub const DEFAULT_PEAK_WHEN_HALVED: bool = false;
 /// Whether only a breach while the in-flight requests do not shrink lowers the capacity
 /// estimate, by default: yes (`growing`) since the thirtieth round (section 42); `queued`, a
 /// queue left counts too, before.
@@ -498,7 +508,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -539,6 +549,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "holdtroughs" => Some((&mut c.hold_yields_to_troughs, "pattern", "keep")),
                     "scalein" => Some((&mut c.scale_in_steady, "steady", "any")),
                     "peakat" => Some((&mut c.peak_at_full, "full", "need")),
+                    "peakwhen" => Some((&mut c.peak_when_halved, "halved", "any")),
                     "breachwhile" => Some((&mut c.breach_while_growing, "growing", "queued")),
                     "tail" => Some((&mut c.tail_lighter, "lighter", "p95")),
                     _ => None,
@@ -1013,6 +1024,11 @@ impl Proactive {
                 let at = if self.config.peak_at_full { cap } else { per };
                 (peak, age, replicas_for(peak, at, c))
             });
+        // `peakwhen=halved`: a demand still above half its peak is a gradual decline, not a
+        // burst's end, and its own need sizes the fleet.
+        let peak_unfallen =
+            floor.filter(|&(peak, _, _)| self.config.peak_when_halved && fc.now >= 0.5 * peak);
+        let floor = floor.filter(|_| peak_unfallen.is_none());
         // `hindsight=floor`: a static fleet found beating ours within the last day.
         self.static_floor = self
             .static_floor
@@ -1449,6 +1465,13 @@ impl Proactive {
                 } else {
                     ""
                 },
+            ));
+        }
+        if let Some((peak, _, floor_need)) = peak_unfallen {
+            numbers.push_str(&format!(
+                "; peak floor of {floor_need} replicas (peak {} req/s) set aside: the demand, {} req/s, is at least half its peak (peakwhen=halved)",
+                num(peak),
+                num(fc.now),
             ));
         }
         if let (Some((peak, _, floor_need)), Some(r)) = (peak_aside, trough) {

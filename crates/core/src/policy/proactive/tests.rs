@@ -237,6 +237,13 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
+            "proactive; peakwhen=halved",
+            ProactiveConfig {
+                peak_when_halved: true,
+                ..d()
+            },
+        ),
+        (
             "proactive; tail=p95",
             ProactiveConfig {
                 tail_lighter: false,
@@ -262,6 +269,7 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; holdtroughs=keep", d()),
         ("proactive; peak=1800", d()),
         ("proactive; peakat=full", d()),
+        ("proactive; peakwhen=any", d()),
         ("proactive; breachwhile=growing", d()),
         ("proactive; scalein=any", d()),
         ("proactive; periods=2", d()),
@@ -979,6 +987,49 @@ fn under_peakat_full_the_peak_floor_holds_the_fleet_that_carries_the_peak_at_cap
         full.explanation
     );
     assert!(!need.explanation.contains("peakat"), "{}", need.explanation);
+}
+
+/// A steady 60 req/s on 8 replicas for ten minutes, a decline to 40 req/s (two thirds of the
+/// peak) for fifteen, then 10 req/s (a sixth): the decisions at each second.
+fn decline_then_drop(metadata: &str) -> Vec<(u64, Decision)> {
+    let mut r = Run::new(metadata, 8);
+    let mut out = Vec::new();
+    let mut level = 8;
+    for (from, to, rps) in [(0, 600, 60.0), (602, 1500, 40.0), (1502, 2100, 10.0)] {
+        for t in (from..=to).step_by(2) {
+            let d = r.at(t, &fleet(level as usize, rps, rps * 0.5));
+            level = d.target_replicas;
+            out.push((t, d));
+        }
+    }
+    out
+}
+
+#[test]
+fn under_peakwhen_halved_the_peak_floor_holds_only_once_the_demand_has_halved() {
+    let settings = "proactive; capacity=10; startup=300; peak=1800; peakat=full; release=0; \
+                    hindsight=advice; periodic=off";
+    let any = decline_then_drop(settings);
+    let halved = decline_then_drop(&format!("{settings}; peakwhen=halved"));
+    let at = |run: &[(u64, Decision)], t: u64| run.iter().find(|d| d.0 == t).unwrap().1.clone();
+    // Fifteen minutes into the decline: under `any` the floor holds the peak's 6 replicas
+    // (60 req/s at 10 each); under `halved` the demand (two thirds of the peak) sizes the fleet.
+    let (a, h) = (at(&any, 1500), at(&halved, 1500));
+    assert!(a.explanation.contains("floor: peak"), "{}", a.explanation);
+    assert_eq!(a.target_replicas, 6, "{a:?}");
+    assert!(h.target_replicas < a.target_replicas, "{h:?}");
+    assert!(
+        h.explanation
+            .contains("is at least half its peak (peakwhen=halved)"),
+        "{}",
+        h.explanation
+    );
+    assert!(!h.explanation.contains("floor: peak"), "{}", h.explanation);
+    // Once the demand has fallen below half the window's peak, the floor holds under both.
+    let (a, h) = (at(&any, 2100), at(&halved, 2100));
+    assert!(h.explanation.contains("floor: peak"), "{}", h.explanation);
+    assert!(h.target_replicas >= 4, "{h:?}");
+    assert_eq!(h.target_replicas, a.target_replicas, "{h:?} {a:?}");
 }
 
 #[test]
