@@ -54,3 +54,25 @@ def test_runs_that_do_not_match_are_refused(tmp_path):
     assert "not json" not in r.stderr
     r = run("batch-bursts-conv", "soon", "ours")
     assert r.returncode == 2 and "CUT_SECONDS 'soon' is not a number" in r.stderr
+
+
+def test_the_plot_draws_both_parts_of_every_policy(tmp_path):
+    import xml.dom.minidom
+
+    first = tmp_path / "first.json"
+    whole = tmp_path / "whole.json"
+    first.write_text(json.dumps([report("ours", 1, 0.6, 1000, 3.0),
+                                 report("static:3", 1, 1.0, 1000, 2.25)]))
+    whole.write_text(json.dumps([report("ours", 1, 1 - 400 / 4000, 4000, 11.0),
+                                 report("static:3", 1, 1 - 30 / 4000, 4000, 9.0)]))
+    plot = tmp_path / "split.svg"
+    r = run("--svg", plot, "--from-json", first, whole)
+    assert r.returncode == 0, r.stderr
+    doc = xml.dom.minidom.parse(str(plot))
+    texts = [t.firstChild.data for t in doc.getElementsByTagName("text") if t.firstChild]
+    # Two bars per policy, each labelled with its attainment and GPU-hours.
+    for label in ["60.00 % / 3.00", "100.00 % / 8.00", "100.00 % / 2.25", "99.00 % / 6.75"]:
+        assert label in texts, texts
+    assert "ours" in texts and "static:3" in texts
+    r = run("--svg", tmp_path / "missing" / "split.svg", "--from-json", first, whole)
+    assert r.returncode == 2 and "cannot write it" in r.stderr
