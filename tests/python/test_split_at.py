@@ -23,15 +23,23 @@ def report(policy, seed, attainment, requests, gpu):
             "requests": requests, "gpu_hours": gpu}
 
 
-def test_the_part_after_the_cut_is_the_whole_minus_the_prefix(tmp_path):
+def two_runs(tmp_path, ours_first, ours_missed):
+    """A run's prefix and the whole run, ours and static:3, one seed: ours misses
+    ours_first * 1000 of the 1000 requests before the cut and ours_missed of 4000 in all;
+    static:3 misses none before and 30 in all."""
     first = tmp_path / "first.json"
     whole = tmp_path / "whole.json"
+    first.write_text(json.dumps([report("ours", 1, ours_first, 1000, 3.0),
+                                 report("static:3", 1, 1.0, 1000, 2.25)]))
+    whole.write_text(json.dumps([report("ours", 1, 1 - ours_missed / 4000, 4000, 11.0),
+                                 report("static:3", 1, 1 - 30 / 4000, 4000, 9.0)]))
+    return first, whole
+
+
+def test_the_part_after_the_cut_is_the_whole_minus_the_prefix(tmp_path):
     # ours: 100 of 1000 requests missed before the cut, 110 of 4000 in all -> 10 of 3000 after.
     # static:3: nothing missed before, 30 of 4000 in all -> 30 of 3000 after.
-    first.write_text(json.dumps([report("ours", 1, 0.9, 1000, 3.0),
-                                 report("static:3", 1, 1.0, 1000, 2.25)]))
-    whole.write_text(json.dumps([report("ours", 1, 1 - 110 / 4000, 4000, 11.0),
-                                 report("static:3", 1, 1 - 30 / 4000, 4000, 9.0)]))
+    first, whole = two_runs(tmp_path, 0.9, 110)
     r = run("--from-json", first, whole)
     assert r.returncode == 0, r.stderr
     assert "| `ours` | 90.00 / 3.00 | 99.67 / 8.00 | 97.25 / 11.00 | 25.0 % | 90.9 % |" in r.stdout
@@ -59,12 +67,7 @@ def test_runs_that_do_not_match_are_refused(tmp_path):
 def test_the_plot_draws_both_parts_of_every_policy(tmp_path):
     import xml.dom.minidom
 
-    first = tmp_path / "first.json"
-    whole = tmp_path / "whole.json"
-    first.write_text(json.dumps([report("ours", 1, 0.6, 1000, 3.0),
-                                 report("static:3", 1, 1.0, 1000, 2.25)]))
-    whole.write_text(json.dumps([report("ours", 1, 1 - 400 / 4000, 4000, 11.0),
-                                 report("static:3", 1, 1 - 30 / 4000, 4000, 9.0)]))
+    first, whole = two_runs(tmp_path, 0.6, 400)
     plot = tmp_path / "split.svg"
     r = run("--svg", plot, "--from-json", first, whole)
     assert r.returncode == 0, r.stderr
