@@ -990,7 +990,7 @@ fn under_peakat_full_the_peak_floor_holds_the_fleet_that_carries_the_peak_at_cap
 }
 
 /// A steady 60 req/s on 8 replicas for ten minutes, a decline to 40 req/s (two thirds of the
-/// peak) for fifteen, then 10 req/s (a sixth): the decisions at each second.
+/// peak) for fifteen, then 10 req/s (a sixth): the decisions, every two seconds.
 fn decline_then_drop(metadata: &str) -> Vec<(u64, Decision)> {
     let mut r = Run::new(metadata, 8);
     let mut out = Vec::new();
