@@ -60,6 +60,10 @@ def test_runs_that_do_not_match_are_refused(tmp_path):
     assert r.returncode == 2
     assert str(whole) in r.stderr and "not a `simulate --json` output" in r.stderr
     assert "not json" not in r.stderr
+    # A "first part" that misses more than the whole run is not its prefix.
+    first, whole = two_runs(tmp_path, 0.5, 110)
+    r = run("--from-json", first, whole)
+    assert r.returncode == 2 and "is not that run's prefix" in r.stderr
     r = run("batch-bursts-conv", "soon", "ours")
     assert r.returncode == 2 and "CUT_SECONDS 'soon' is not a number" in r.stderr
 
