@@ -1,7 +1,10 @@
 //! What one replica serves within the SLO, learned online from the fleet: the throughput per
 //! ready replica observed while P95 TTFT and ITL stayed within their SLOs raises the estimate;
 //! a breach at a lower throughput lowers it (a correction factor in the spirit of Dynamo
-//! Planner's). An optional prior from the metadata is the starting point.
+//! Planner's). An optional prior from the metadata is the starting point. Under
+//! `saturated=F`, a fleet that kept a queue for a whole rate window, every replica busy, served
+//! its most: the estimate is then at least F of that throughput per replica, which a fleet
+//! sized above its need (a floor of replicas kept for availability) never shows otherwise.
 
 /// How far one breaching observation moves the estimate towards the throughput at the breach.
 const CORRECTION: f64 = 0.1;
@@ -12,6 +15,9 @@ const CORRECTION: f64 = 0.1;
 pub const DEFAULT_PROBE: f64 = 0.03;
 /// A comfortable observation: the fleet serves at least this fraction of the estimate...
 const PROBE_LOAD: f64 = 0.5;
+/// The share of a saturated fleet's throughput the estimate is raised to by default: 0, off
+/// (`saturated=F` sets it; proactive.md section 46).
+pub const DEFAULT_SATURATED: f64 = 0.0;
 
 /// What one observation of the fleet says about capacity.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,6 +30,20 @@ pub struct Observation {
     pub breached: bool,
     /// Every P95 latency below half its SLO: room to serve more.
     pub comfortable: bool,
+    /// Requests waited beyond one per ready replica for the whole rate window, with the same
+    /// ready replicas: every replica was busy, so `per_replica` is what one serves at most.
+    pub saturated: bool,
+}
+
+/// What last moved the estimate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Source {
+    /// Nothing: the prior from the metadata, or no estimate.
+    Prior,
+    /// Throughput served within the SLO, a breach or a comfortable probe.
+    Served,
+    /// A share of a saturated fleet's throughput (`saturated=F`): the throughput per replica.
+    Saturated(f64),
 }
 
 /// The running estimate of requests per second one replica serves within the SLO.
@@ -34,6 +54,10 @@ pub struct CapacityEstimate {
     learned: bool,
     /// How much one comfortable observation raises the estimate.
     probe: f64,
+    /// The share of a saturated fleet's throughput per replica the estimate is at least
+    /// (0: saturation teaches nothing).
+    saturated: f64,
+    source: Source,
 }
 
 impl CapacityEstimate {
@@ -43,6 +67,8 @@ impl CapacityEstimate {
             value: prior.filter(|p| p.is_finite() && *p > 0.0),
             learned: false,
             probe: DEFAULT_PROBE,
+            saturated: DEFAULT_SATURATED,
+            source: Source::Prior,
         }
     }
 
@@ -54,6 +80,25 @@ impl CapacityEstimate {
             probe: probe.max(0.0),
             ..self
         }
+    }
+
+    /// The same, raised to at least `share` (0..=1, as `parse_policy` bounds it) of the
+    /// throughput per replica a saturated fleet serves; 0, negative or NaN: not at all.
+    pub fn saturating(self, share: f64) -> Self {
+        Self {
+            saturated: if share > 0.0 { share.min(1.0) } else { 0.0 },
+            ..self
+        }
+    }
+
+    /// The share of a saturated fleet's throughput the estimate is at least (0: none).
+    pub fn saturated_share(&self) -> f64 {
+        self.saturated
+    }
+
+    /// What last moved the estimate.
+    pub fn source(&self) -> Source {
+        self.source
     }
 
     /// The estimate, once there is one.
@@ -73,6 +118,17 @@ impl CapacityEstimate {
         if !x.is_finite() || x <= 0.0 {
             return;
         }
+        // A saturated fleet serves at most what its replicas can: the capacity within the SLO
+        // is taken to be at least the share `saturated` of it. A breach at a lower throughput
+        // corrects it as it corrects any estimate.
+        let floor = self.saturated * x;
+        if o.saturated && floor > 0.0 && self.value.is_none_or(|c| floor > c) {
+            self.value = Some(floor);
+            self.learned = true;
+            self.source = Source::Saturated(x);
+            return;
+        }
+        let before = (self.value, self.learned);
         match self.value {
             None if o.within_slo => {
                 self.value = Some(x);
@@ -92,6 +148,9 @@ impl CapacityEstimate {
             }
             _ => {}
         }
+        if (self.value, self.learned) != before {
+            self.source = Source::Served;
+        }
     }
 }
 
@@ -105,6 +164,7 @@ mod tests {
             within_slo: true,
             breached: false,
             comfortable: false,
+            saturated: false,
         }
     }
 
@@ -114,7 +174,55 @@ mod tests {
             within_slo: false,
             breached: true,
             comfortable: false,
+            saturated: false,
         }
+    }
+
+    /// A sustained queue with every P95 over its SLO, at `x` per replica.
+    fn full(x: f64) -> Observation {
+        Observation {
+            saturated: true,
+            ..bad(x)
+        }
+    }
+
+    #[test]
+    fn a_saturated_fleet_raises_the_estimate_to_its_share_only_when_set() {
+        // A fleet kept above its need (a floor of two replicas) probed the estimate to 6.8; a
+        // burst then queues on it at 13 per replica.
+        let mut off = CapacityEstimate::with_prior(Some(6.8));
+        off.observe(full(13.0));
+        assert_eq!(
+            off.value(),
+            Some(6.8),
+            "off by default: a breach above says nothing"
+        );
+        assert_eq!(off.source(), Source::Prior);
+        let mut on = CapacityEstimate::with_prior(Some(6.8)).saturating(0.9);
+        on.observe(full(13.0));
+        assert!((on.value().unwrap() - 11.7).abs() < 1e-9);
+        assert!(on.learned());
+        assert_eq!(on.source(), Source::Saturated(13.0));
+        // Never lowered by it: a saturated fleet serving less per replica than the estimate
+        // (a breach below it) is corrected as any breach is.
+        on.observe(full(20.0 / 3.0));
+        assert!(on.value().unwrap() < 11.7 && on.value().unwrap() > 11.0);
+        assert_eq!(on.source(), Source::Served);
+        // No estimate yet: saturation gives the first one.
+        let mut fresh = CapacityEstimate::with_prior(None).saturating(0.8);
+        fresh.observe(full(10.0));
+        assert_eq!(fresh.value(), Some(8.0));
+        // A queue that was not sustained (saturated false) teaches nothing beyond a breach.
+        let mut brief = CapacityEstimate::with_prior(Some(6.8)).saturating(0.9);
+        brief.observe(bad(13.0));
+        assert_eq!(brief.value(), Some(6.8));
+        // Out-of-range shares are clamped or off.
+        let mut whole = CapacityEstimate::with_prior(Some(1.0)).saturating(7.0);
+        whole.observe(full(5.0));
+        assert_eq!(whole.value(), Some(5.0));
+        let mut nan = CapacityEstimate::with_prior(Some(1.0)).saturating(f64::NAN);
+        nan.observe(full(5.0));
+        assert_eq!(nan.value(), Some(1.0));
     }
 
     #[test]

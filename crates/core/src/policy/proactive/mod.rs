@@ -61,7 +61,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use self::capacity::{CapacityEstimate, Observation};
+use self::capacity::{CapacityEstimate, Observation, Source};
 use self::forecast::{DemandTracker, Forecast, PeakFloor, Recurrence};
 use self::hindsight::{Hindsight, StaticComparison, StaticFleet};
 use super::explain::{num, pct};
@@ -268,6 +268,13 @@ pub struct ProactiveConfig {
     /// (`probe=F`, a fraction; 0 for none): a fleet sized below its capacity never shows a
     /// higher throughput by itself.
     pub probe: f64,
+    /// The share of a saturated fleet's throughput per replica the capacity estimate is raised
+    /// to at least (`saturated=F`, 0 <= F <= 1; 0, the default, for none): requests that waited
+    /// beyond one per ready replica for a whole rate window, the ready replicas unchanged,
+    /// kept every replica busy, so the fleet served what its replicas can at most. A fleet
+    /// kept above its need, as under a floor of replicas for availability, never serves half
+    /// the estimate per replica, so the probe alone leaves the estimate low.
+    pub saturated: f64,
     /// What a TTFT tail over its SLO says about capacity (`tail=p95|lighter`): `p95` (false),
     /// a breach whenever the P95 (or under `attainment=F`, the share) misses it; `lighter`
     /// (true), where the fleet at light load itself keeps fewer than the share the test asks
@@ -353,6 +360,7 @@ impl Default for ProactiveConfig {
             breach_while_growing: DEFAULT_BREACH_WHILE_GROWING,
             pattern_periods: forecast::DEFAULT_PATTERN_PERIODS,
             probe: capacity::DEFAULT_PROBE,
+            saturated: capacity::DEFAULT_SATURATED,
             tail_lighter: DEFAULT_TAIL_LIGHTER,
         }
     }
@@ -501,14 +509,15 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// periods of history a repeating pattern must span before it is found), `ceiling=off|seen`
 /// (whether the hindsight's fleet also caps the need within the demand it was judged on),
 /// `tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity
-/// and as a guide trigger) and `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises
-/// per comfortable decision).
+/// and as a guide trigger), `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises
+/// per comfortable decision) and `saturated=F` (0 <= F <= 1: the share of a saturated fleet's
+/// throughput per replica the capacity estimate is at least).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger) and `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable) and `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -582,7 +591,15 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 }
                 let zero_ok = matches!(
                     k,
-                    "peak" | "drain" | "trend" | "release" | "rise" | "hold" | "onset" | "probe"
+                    "peak"
+                        | "drain"
+                        | "trend"
+                        | "release"
+                        | "rise"
+                        | "hold"
+                        | "onset"
+                        | "probe"
+                        | "saturated"
                 );
                 let x: f64 = v
                     .parse()
@@ -609,6 +626,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "onset" if x <= 3_600.0 => c.onset_seconds = x,
                     "attainment" if x <= 1.0 => c.attainment = Some(x),
                     "probe" if x <= 0.1 => c.probe = x,
+                    "saturated" if x <= 1.0 => c.saturated = x,
                     "ahead" if (1.0..=10.0).contains(&x) => c.trough_ahead_startups = x,
                     "periods" if forecast::PATTERN_PERIODS.contains(&x) => c.pattern_periods = x,
                     _ => {
@@ -668,6 +686,8 @@ pub struct Proactive {
     last_down: Option<Duration>,
     /// Since when a P95 latency has stayed over its SLO.
     breach_since: Option<Duration>,
+    /// Since when requests have waited beyond one per ready replica.
+    queued_since: Option<Duration>,
     /// Under `tail=lighter`: the share of first tokens within the SLO at light load (a running
     /// mean), and when it last moved.
     light_share: Option<(f64, Duration)>,
@@ -714,7 +734,8 @@ impl Proactive {
     pub fn new(config: ProactiveConfig) -> Self {
         Self {
             capacity: CapacityEstimate::with_prior(config.capacity_per_replica)
-                .probing(config.probe),
+                .probing(config.probe)
+                .saturating(config.saturated),
             demand: DemandTracker::with_onset(Duration::from_secs_f64(config.onset_seconds)),
             recurrence: Recurrence::spanning(config.pattern_periods),
             config,
@@ -730,6 +751,7 @@ impl Proactive {
             below_since: None,
             last_down: None,
             breach_since: None,
+            queued_since: None,
             light_share: None,
             settled_at: None,
             backstop: None,
@@ -900,6 +922,16 @@ impl Proactive {
         let sustained = self
             .breach_since
             .is_some_and(|since| since.saturating_add(w.stable_for) <= now);
+        // Likewise a queue: one that lasted the whole rate window kept every replica busy.
+        if queued {
+            self.queued_since.get_or_insert(now);
+        } else {
+            self.queued_since = None;
+        }
+        let saturated = stable
+            && self
+                .queued_since
+                .is_some_and(|since| since.saturating_add(w.stable_for) <= now);
         let half = |slo: Option<f64>| slo.map(|s| s / 2.0);
         // Under `tail=lighter`, first tokens are comfortable when as many are within the SLO
         // as at light load.
@@ -919,6 +951,7 @@ impl Proactive {
                 && sustained
                 && ((queued && !self.config.breach_while_growing) || self.demand.growth() >= 0.0),
             comfortable,
+            saturated,
         });
         let Some(cap) = self.capacity.value() else {
             let mut d = guide;
@@ -1635,7 +1668,15 @@ fn explain(
         num(fc.trend),
         num(fc.peak),
         num(cap),
-        if est.learned() { "learned" } else { "prior" },
+        match est.source() {
+            Source::Prior => "prior".to_owned(),
+            Source::Served => "learned".to_owned(),
+            Source::Saturated(x) => format!(
+                "learned: {} of the {} req/s per replica a saturated fleet served",
+                pct(est.saturated_share()),
+                num(x)
+            ),
+        },
         pct(u),
     )
 }

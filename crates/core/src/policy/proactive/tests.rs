@@ -258,6 +258,14 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         ("proactive; probe=0", ProactiveConfig { probe: 0.0, ..d() }),
+        (
+            "proactive; saturated=0.9",
+            ProactiveConfig {
+                saturated: 0.9,
+                ..d()
+            },
+        ),
+        ("proactive; saturated=0", d()),
         ("proactive; startups=ask", d()),
         ("proactive; hindsight=floor", d()),
         ("proactive; trendcap=off", d()),
@@ -340,6 +348,9 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; ahead=11",
         "proactive; probe=0.2",
         "proactive; probe=-0.01",
+        "proactive; saturated=1.5",
+        "proactive; saturated=-0.1",
+        "proactive; saturated=most",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -393,6 +404,54 @@ fn a_rising_trend_scales_up_before_any_latency_breaks() {
 /// backlog grows by 40 requests per second.
 fn saturated(t: u64, from: u64) -> FleetSignals {
     fleet(2, 20.0, 20.0 + 40.0 * t.saturating_sub(from) as f64)
+}
+
+/// A fleet of `ready` replicas finishing `rps` requests per second with `queue` waiting and
+/// P95 TTFT at 5 s, far over its SLO: every replica busy.
+fn queued(ready: usize, rps: f64, queue: f64) -> FleetSignals {
+    let mut s = fleet(ready, rps, 8.0 * ready as f64);
+    s.fleet.queue_depth = queue;
+    s.fleet.ttft_seconds.p95 = Some(5.0);
+    s
+}
+
+#[test]
+fn a_saturated_fleet_teaches_capacity_under_saturated_only() {
+    // Two replicas kept above their need (a floor) showed 3 req/s each; the estimate is 6. A
+    // burst then queues on them, and they finish 13 req/s each.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        for t in (0..=120).step_by(2) {
+            r.at(t, &fleet(2, 6.0, 4.0));
+        }
+        (122..=240)
+            .step_by(2)
+            .map(|t| (t, r.at(t, &queued(2, 26.0, 60.0))))
+            .collect::<Vec<_>>()
+    };
+    let off = run("proactive; capacity=6; startup=300; peak=0");
+    let on = run("proactive; capacity=6; startup=300; peak=0; saturated=0.9");
+    let taught = on
+        .iter()
+        .find(|(_, d)| d.explanation.contains("a saturated fleet served"));
+    let (t, d) = taught.expect("the estimate learned from the saturated fleet");
+    // Not before the queue has lasted the stable part of the rate window (50 s).
+    assert!(*t >= 172, "at {t} s: {}", d.explanation);
+    assert!(
+        d.explanation.contains(
+            "capacity 11.7 req/s per replica (learned: 90 % of the 13 req/s per replica a saturated fleet served)"
+        ),
+        "{}",
+        d.explanation
+    );
+    // The same backlog asks for fewer replicas at the higher estimate.
+    let last = |v: &[(u64, Decision)]| v.last().unwrap().1.target_replicas;
+    assert!(last(&on) < last(&off), "{} vs {}", last(&on), last(&off));
+    assert!(
+        off.iter()
+            .all(|(_, d)| !d.explanation.contains("saturated fleet")),
+        "off by default"
+    );
 }
 
 #[test]
