@@ -88,3 +88,33 @@ def test_a_default_without_rows_is_refused():
     r = judge("--default", "ours:policy=proactive;nothing=here", round_rows(25))
     assert r.returncode != 0
     assert "no rows of the default" in r.stderr
+
+
+def test_a_floor_compares_static_fleets_from_it_up_and_the_peers_run_with_it():
+    # proactive.md section 46: the default with a floor of two (section 45's rows), judged
+    # against static fleets of 2-20 replicas and the peers run with the same floor.
+    floored = ROOT / "docs" / "evaluation" / "min-replicas-2" / "per-seed.tsv"
+    default = "ours:policy=proactive (minReplicas 2)"
+    r = judge("--default", default, "--min-replicas", 2, floored)
+    assert r.returncode == 0, r.stderr
+    assert "92.06 / 17.76 (dominated: `static:3`, `static:4`, `static:5`)" in r.stdout
+    # With two replicas at least, two peers serve the flash crowd better for less.
+    assert ("77.74 / 9.73 (dominated: `kpa:64:stable=180:delay=300`, `prometheus-keda-tuned`)"
+            in r.stdout)
+    assert "`static:1`" not in r.stdout
+    assert "| 138.64 | 414 | 4 |" in r.stdout
+    # Judged as if unfloored, the peers' rows are round 14's and flash-crowd-code is not
+    # dominated: the floor's own rows are what changed it.
+    r = judge("--default", default, floored)
+    assert r.returncode == 0, r.stderr
+    assert "77.74 / 9.73 |" in r.stdout
+
+
+def test_a_floor_without_its_peers_rows_is_refused():
+    r = judge("--min-replicas", 3, round_rows(31))
+    assert r.returncode != 0
+    assert "--min-replicas 3: no rows of the peers under that floor" in r.stderr
+    assert "floor-3" in r.stderr and "Traceback" not in r.stderr
+    r = judge("--min-replicas", 0, round_rows(31))
+    assert r.returncode != 0
+    assert "--min-replicas 0: expected 1 to 20" in r.stderr
