@@ -3,8 +3,9 @@
 //! a breach at a lower throughput lowers it (a correction factor in the spirit of Dynamo
 //! Planner's). An optional prior from the metadata is the starting point. Under
 //! `saturated=F`, a fleet that kept a queue for a whole rate window, every replica busy, served
-//! its most: the estimate is then at least F of that throughput per replica, which a fleet
-//! sized above its need (a floor of replicas kept for availability) never shows otherwise.
+//! its most: the estimate is then at least F of the requests per replica it completed (aborted
+//! ones, such as clients giving up in the queue, left out), which a fleet sized above its need
+//! (a floor of replicas kept for availability) never shows otherwise.
 
 /// How far one breaching observation moves the estimate towards the throughput at the breach.
 const CORRECTION: f64 = 0.1;
@@ -31,8 +32,9 @@ pub struct Observation {
     /// Every P95 latency below half its SLO: room to serve more.
     pub comfortable: bool,
     /// Requests waited beyond one per ready replica for the whole rate window, with the same
-    /// ready replicas: every replica was busy, so `per_replica` is what one serves at most.
-    pub saturated: bool,
+    /// ready replicas: every replica was busy, and this is the requests per second per ready
+    /// replica it completed (not aborted), what one serves at most.
+    pub saturated: Option<f64>,
 }
 
 /// What last moved the estimate.
@@ -118,15 +120,17 @@ impl CapacityEstimate {
         if !x.is_finite() || x <= 0.0 {
             return;
         }
-        // A saturated fleet serves at most what its replicas can: the capacity within the SLO
-        // is taken to be at least the share `saturated` of it. A breach at a lower throughput
-        // corrects it as it corrects any estimate.
-        let floor = self.saturated * x;
-        if o.saturated && floor > 0.0 && self.value.is_none_or(|c| floor > c) {
-            self.value = Some(floor);
-            self.learned = true;
-            self.source = Source::Saturated(x);
-            return;
+        // A saturated fleet completes at most what its replicas can: the capacity within the
+        // SLO is taken to be at least the share `saturated` of it. A breach at a lower
+        // throughput corrects it as it corrects any estimate.
+        if let Some(done) = o.saturated.filter(|d| d.is_finite() && *d > 0.0) {
+            let floor = self.saturated * done;
+            if floor > 0.0 && self.value.is_none_or(|c| floor > c) {
+                self.value = Some(floor);
+                self.learned = true;
+                self.source = Source::Saturated(done);
+                return;
+            }
         }
         let before = (self.value, self.learned);
         match self.value {
@@ -164,7 +168,7 @@ mod tests {
             within_slo: true,
             breached: false,
             comfortable: false,
-            saturated: false,
+            saturated: None,
         }
     }
 
@@ -174,14 +178,14 @@ mod tests {
             within_slo: false,
             breached: true,
             comfortable: false,
-            saturated: false,
+            saturated: None,
         }
     }
 
-    /// A sustained queue with every P95 over its SLO, at `x` per replica.
+    /// A sustained queue with every P95 over its SLO, at `x` per replica, all completed.
     fn full(x: f64) -> Observation {
         Observation {
-            saturated: true,
+            saturated: Some(x),
             ..bad(x)
         }
     }
@@ -212,7 +216,14 @@ mod tests {
         let mut fresh = CapacityEstimate::with_prior(None).saturating(0.8);
         fresh.observe(full(10.0));
         assert_eq!(fresh.value(), Some(8.0));
-        // A queue that was not sustained (saturated false) teaches nothing beyond a breach.
+        // Only what was completed counts: 20 finished per replica, 7 of them aborted.
+        let mut aborts = CapacityEstimate::with_prior(Some(6.8)).saturating(0.9);
+        aborts.observe(Observation {
+            saturated: Some(13.0),
+            ..bad(20.0)
+        });
+        assert!((aborts.value().unwrap() - 11.7).abs() < 1e-9);
+        // A queue that was not sustained (not saturated) teaches nothing beyond a breach.
         let mut brief = CapacityEstimate::with_prior(Some(6.8)).saturating(0.9);
         brief.observe(bad(13.0));
         assert_eq!(brief.value(), Some(6.8));

@@ -69,6 +69,8 @@ use super::hpa::{hpa_would_act, smallest_acted_scale_up};
 use super::{Decision, Mode, Policy, PolicyConfig, PolicyState, Reason};
 use crate::signals::{FleetSignals, Latency};
 
+/// The `finished_reason` of requests that ended without being served (vLLM's abort).
+const ABORTED: &str = "abort";
 /// The start-up horizon used until one is observed, seconds.
 const DEFAULT_STARTUP_SECONDS: f64 = 300.0;
 /// The windows that follow the signals' rate window (`rateWindowSeconds`, 60 s by default).
@@ -928,10 +930,18 @@ impl Proactive {
         } else {
             self.queued_since = None;
         }
-        let saturated = stable
+        // What a saturated fleet completed: aborted requests (clients that gave up while
+        // queued) finish too, but were not served.
+        let aborted = f
+            .finished_per_second_by_reason
+            .get(ABORTED)
+            .copied()
+            .map_or(0.0, finite);
+        let saturated = (stable
             && self
                 .queued_since
-                .is_some_and(|since| since.saturating_add(w.stable_for) <= now);
+                .is_some_and(|since| since.saturating_add(w.stable_for) <= now))
+        .then(|| (finished - aborted).max(0.0) / f64::from(replicas.max(1)));
         let half = |slo: Option<f64>| slo.map(|s| s / 2.0);
         // Under `tail=lighter`, first tokens are comfortable when as many are within the SLO
         // as at light load.

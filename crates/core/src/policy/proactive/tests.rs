@@ -419,18 +419,29 @@ fn queued(ready: usize, rps: f64, queue: f64) -> FleetSignals {
 fn a_saturated_fleet_teaches_capacity_under_saturated_only() {
     // Two replicas kept above their need (a floor) showed 3 req/s each; the estimate is 6. A
     // burst then queues on them, and they finish 13 req/s each.
-    let run = |metadata: &str| {
+    let run = |metadata: &str, aborted: f64| {
         let mut r = Run::new(metadata, 2);
         for t in (0..=120).step_by(2) {
             r.at(t, &fleet(2, 6.0, 4.0));
         }
+        let mut burst = queued(2, 26.0, 60.0);
+        if aborted > 0.0 {
+            burst.fleet.finished_per_second_by_reason = [
+                ("abort".to_owned(), aborted),
+                ("stop".to_owned(), 26.0 - aborted),
+            ]
+            .into();
+        }
         (122..=240)
             .step_by(2)
-            .map(|t| (t, r.at(t, &queued(2, 26.0, 60.0))))
+            .map(|t| (t, r.at(t, &burst)))
             .collect::<Vec<_>>()
     };
-    let off = run("proactive; capacity=6; startup=300; peak=0");
-    let on = run("proactive; capacity=6; startup=300; peak=0; saturated=0.9");
+    let off = run("proactive; capacity=6; startup=300; peak=0", 0.0);
+    let on = run(
+        "proactive; capacity=6; startup=300; peak=0; saturated=0.9",
+        0.0,
+    );
     let taught = on
         .iter()
         .find(|(_, d)| d.explanation.contains("a saturated fleet served"));
@@ -451,6 +462,19 @@ fn a_saturated_fleet_teaches_capacity_under_saturated_only() {
         off.iter()
             .all(|(_, d)| !d.explanation.contains("saturated fleet")),
         "off by default"
+    );
+    // Clients that gave up in the queue finish too (reason abort), but were not served: of 26
+    // finished per second, 6 aborted, so the replicas completed 10 each.
+    let aborted = run(
+        "proactive; capacity=6; startup=300; peak=0; saturated=0.9",
+        6.0,
+    );
+    let (_, d) = aborted.last().unwrap();
+    assert!(
+        d.explanation
+            .contains("capacity 9 req/s per replica (learned: 90 % of the 10 req/s per replica"),
+        "{}",
+        d.explanation
     );
 }
 
