@@ -16,9 +16,11 @@ const CORRECTION: f64 = 0.1;
 pub const DEFAULT_PROBE: f64 = 0.03;
 /// A comfortable observation: the fleet serves at least this fraction of the estimate...
 const PROBE_LOAD: f64 = 0.5;
-/// The share of a saturated fleet's throughput the estimate is raised to by default: 0, off
-/// (`saturated=F` sets it; proactive.md section 46).
-pub const DEFAULT_SATURATED: f64 = 0.0;
+/// The share of a saturated fleet's completed throughput the estimate is raised to by
+/// default (`saturated=F` sets it): 0.8 since the thirty-third round, chosen on the training
+/// scenarios with floors of one and two replicas (`docs/evaluation/proactive.md`, section 47);
+/// 0, off, before.
+pub const DEFAULT_SATURATED: f64 = 0.8;
 
 /// What one observation of the fleet says about capacity.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -194,14 +196,16 @@ mod tests {
     fn a_saturated_fleet_raises_the_estimate_to_its_share_only_when_set() {
         // A fleet kept above its need (a floor of two replicas) probed the estimate to 6.8; a
         // burst then queues on it at 13 per replica.
-        let mut off = CapacityEstimate::with_prior(Some(6.8));
+        let mut off = CapacityEstimate::with_prior(Some(6.8)).saturating(0.0);
         off.observe(full(13.0));
-        assert_eq!(
-            off.value(),
-            Some(6.8),
-            "off by default: a breach above says nothing"
-        );
+        assert_eq!(off.value(), Some(6.8), "off: a breach above says nothing");
         assert_eq!(off.source(), Source::Prior);
+        let mut default = CapacityEstimate::with_prior(Some(6.8));
+        default.observe(full(13.0));
+        assert!(
+            (default.value().unwrap() - 10.4).abs() < 1e-9,
+            "80 % by default"
+        );
         let mut on = CapacityEstimate::with_prior(Some(6.8)).saturating(0.9);
         on.observe(full(13.0));
         assert!((on.value().unwrap() - 11.7).abs() < 1e-9);

@@ -271,7 +271,8 @@ pub struct ProactiveConfig {
     /// higher throughput by itself.
     pub probe: f64,
     /// The share of a saturated fleet's throughput per replica the capacity estimate is raised
-    /// to at least (`saturated=F`, 0 <= F <= 1; 0, the default, for none): requests that waited
+    /// to at least (`saturated=F`, 0 <= F <= 1; 0 for none; 0.8 by default since the
+    /// thirty-third round, `capacity::DEFAULT_SATURATED`): requests that waited
     /// beyond one per ready replica for a whole rate window, the ready replicas unchanged,
     /// kept every replica busy, so the fleet served what its replicas can at most. A fleet
     /// kept above its need, as under a floor of replicas for availability, never serves half

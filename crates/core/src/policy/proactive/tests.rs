@@ -265,7 +265,14 @@ fn the_policy_value_is_read_with_its_settings() {
                 ..d()
             },
         ),
-        ("proactive; saturated=0", d()),
+        (
+            "proactive; saturated=0",
+            ProactiveConfig {
+                saturated: 0.0,
+                ..d()
+            },
+        ),
+        ("proactive; saturated=0.8", d()),
         ("proactive; startups=ask", d()),
         ("proactive; hindsight=floor", d()),
         ("proactive; trendcap=off", d()),
@@ -416,7 +423,7 @@ fn queued(ready: usize, rps: f64, queue: f64) -> FleetSignals {
 }
 
 #[test]
-fn a_saturated_fleet_teaches_capacity_under_saturated_only() {
+fn a_saturated_fleet_teaches_capacity_unless_saturated_is_off() {
     // Two replicas kept above their need (a floor) showed 3 req/s each; the estimate is 6. A
     // burst then queues on them, and they finish 13 req/s each.
     let run = |metadata: &str, aborted: f64| {
@@ -437,7 +444,10 @@ fn a_saturated_fleet_teaches_capacity_under_saturated_only() {
             .map(|t| (t, r.at(t, &burst)))
             .collect::<Vec<_>>()
     };
-    let off = run("proactive; capacity=6; startup=300; peak=0", 0.0);
+    let off = run(
+        "proactive; capacity=6; startup=300; peak=0; saturated=0",
+        0.0,
+    );
     let on = run(
         "proactive; capacity=6; startup=300; peak=0; saturated=0.9",
         0.0,
@@ -461,7 +471,18 @@ fn a_saturated_fleet_teaches_capacity_under_saturated_only() {
     assert!(
         off.iter()
             .all(|(_, d)| !d.explanation.contains("saturated fleet")),
-        "off by default"
+        "off"
+    );
+    let default = run("proactive; capacity=6; startup=300; peak=0", 0.0);
+    assert!(
+        default
+            .last()
+            .unwrap()
+            .1
+            .explanation
+            .contains("capacity 10.4 req/s per replica (learned: 80 % of the 13 req/s per replica"),
+        "{}",
+        default.last().unwrap().1.explanation
     );
     // Clients that gave up in the queue finish too (reason abort), but were not served: of 26
     // finished per second, 6 aborted, so the replicas completed 10 each.
@@ -916,7 +937,8 @@ fn under_shares_ttft_the_inter_token_gaps_keep_their_p95_test() {
 fn under_startups_each_every_replica_answers_the_oldest_ask() {
     // One replica ready; a demand of 30 req/s at 10 req/s per replica and 80 % asks for 4 at
     // once (t = 0). The three replicas arrive at 100, 200 and 300 s. A few requests wait
-    // throughout, so the throughput per replica does not teach capacity (the prior stays).
+    // throughout, so the throughput per replica does not teach capacity: the prior stays
+    // (`saturated=0`, since a queue that waits throughout is a saturated fleet's).
     let ready_at =
         |t: u64| 1 + usize::from(t >= 100) + usize::from(t >= 200) + usize::from(t >= 300);
     let signals = |t: u64| {
@@ -924,7 +946,7 @@ fn under_startups_each_every_replica_answers_the_oldest_ask() {
         s.fleet.queue_depth = 10.0;
         s
     };
-    let mut r = Run::new("proactive; capacity=10; startups=each", 1);
+    let mut r = Run::new("proactive; capacity=10; startups=each; saturated=0", 1);
     let mut first = None;
     for t in (0..=320).step_by(2) {
         let d = r.at(t, &signals(t));
@@ -935,7 +957,7 @@ fn under_startups_each_every_replica_answers_the_oldest_ask() {
     // Samples 100, 200 and 300 s: their mean, not the last (the ask answered) nor the first.
     assert_eq!(r.proactive.horizon_seconds(), 200.0);
     // Under `startups=ask` the same run learns the time to the whole ask.
-    let mut r = Run::new("proactive; capacity=10", 1);
+    let mut r = Run::new("proactive; capacity=10; saturated=0", 1);
     for t in (0..=320).step_by(2) {
         r.at(t, &signals(t));
     }
