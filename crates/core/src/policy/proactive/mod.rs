@@ -285,6 +285,13 @@ pub struct ProactiveConfig {
     /// only when the share within it is more than the margin below light load's: a tail the
     /// traffic shows at any load is no evidence about what a replica serves.
     pub tail_lighter: bool,
+    /// What the capacity estimate counts as served in every observation
+    /// (`served=finished|completed`): `finished` (false), every finished request; `completed`
+    /// (true), finished requests less those finished with reason `abort` (clients that gave
+    /// up, often in a queue), which were not served. A saturated fleet's throughput
+    /// (`saturated=F`) counts completed requests either way; the demand counts every finished
+    /// request either way, since an aborted request was asked for.
+    pub served_completed: bool,
 }
 
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
@@ -365,6 +372,7 @@ impl Default for ProactiveConfig {
             probe: capacity::DEFAULT_PROBE,
             saturated: capacity::DEFAULT_SATURATED,
             tail_lighter: DEFAULT_TAIL_LIGHTER,
+            served_completed: DEFAULT_SERVED_COMPLETED,
         }
     }
 }
@@ -465,6 +473,9 @@ pub const DEFAULT_BREACH_WHILE_GROWING: bool = true;
 /// chosen with `hold=3` on the training set's ten seeds against every static fleet; `p95`
 /// before.
 pub const DEFAULT_TAIL_LIGHTER: bool = true;
+/// Whether the capacity estimate counts completed requests only (aborted ones left out), by
+/// default: no (`finished`).
+pub const DEFAULT_SERVED_COMPLETED: bool = false;
 /// Under `tail=lighter`, a decision is at light load when the fleet is stable, nothing queues
 /// beyond one request per ready replica and each replica serves at most this fraction of the
 /// capacity estimate.
@@ -513,14 +524,15 @@ const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 /// (whether the hindsight's fleet also caps the need within the demand it was judged on),
 /// `tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity
 /// and as a guide trigger), `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises
-/// per comfortable decision) and `saturated=F` (0 <= F <= 1: the share of a saturated fleet's
-/// throughput per replica the capacity estimate is at least).
+/// per comfortable decision), `saturated=F` (0 <= F <= 1: the share of a saturated fleet's
+/// throughput per replica the capacity estimate is at least) and `served=finished|completed`
+/// (whether the capacity estimate counts aborted requests as served).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable) and `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none) and `; served=finished|completed` (whether the capacity estimate counts aborted requests as served)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -564,6 +576,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "peakwhen" => Some((&mut c.peak_when_halved, "halved", "any")),
                     "breachwhile" => Some((&mut c.breach_while_growing, "growing", "queued")),
                     "tail" => Some((&mut c.tail_lighter, "lighter", "p95")),
+                    "served" => Some((&mut c.served_completed, "completed", "finished")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -898,7 +911,20 @@ impl Proactive {
             }
         };
         let queued = queue > f64::from(ready);
-        let per_replica = finished / f64::from(replicas.max(1));
+        // What a fleet completed: aborted requests (clients that gave up, often while queued)
+        // finish too, but were not served.
+        let aborted = f
+            .finished_per_second_by_reason
+            .get(ABORTED)
+            .copied()
+            .map_or(0.0, finite);
+        let completed = (finished - aborted).max(0.0);
+        let served = if self.config.served_completed {
+            completed
+        } else {
+            finished
+        };
+        let per_replica = served / f64::from(replicas.max(1));
         // Under `breach=queued` a TTFT over its SLO with no queue is the prompts' own
         // prefill: it is not a replica at its limit.
         let ttft_counts = !self.config.breach_needs_queue || queued;
@@ -931,18 +957,11 @@ impl Proactive {
         } else {
             self.queued_since = None;
         }
-        // What a saturated fleet completed: aborted requests (clients that gave up while
-        // queued) finish too, but were not served.
-        let aborted = f
-            .finished_per_second_by_reason
-            .get(ABORTED)
-            .copied()
-            .map_or(0.0, finite);
         let saturated = (stable
             && self
                 .queued_since
                 .is_some_and(|since| since.saturating_add(w.stable_for) <= now))
-        .then(|| (finished - aborted).max(0.0) / f64::from(replicas.max(1)));
+        .then(|| completed / f64::from(replicas.max(1)));
         let half = |slo: Option<f64>| slo.map(|s| s / 2.0);
         // Under `tail=lighter`, first tokens are comfortable when as many are within the SLO
         // as at light load.

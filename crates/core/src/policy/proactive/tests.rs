@@ -273,6 +273,14 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         ("proactive; saturated=0.8", d()),
+        ("proactive; served=finished", d()),
+        (
+            "proactive; served=completed",
+            ProactiveConfig {
+                served_completed: true,
+                ..d()
+            },
+        ),
         ("proactive; startups=ask", d()),
         ("proactive; hindsight=floor", d()),
         ("proactive; trendcap=off", d()),
@@ -358,6 +366,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; saturated=1.5",
         "proactive; saturated=-0.1",
         "proactive; saturated=most",
+        "proactive; served=all",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -497,6 +506,28 @@ fn a_saturated_fleet_teaches_capacity_unless_saturated_is_off() {
         "{}",
         d.explanation
     );
+}
+
+#[test]
+fn under_served_completed_aborted_requests_teach_no_capacity() {
+    // One replica within its SLOs finishes 12 req/s, 4 of them aborted (clients that gave
+    // up): it served 8.
+    let mut s = fleet(1, 12.0, 2.0);
+    s.fleet.finished_per_second_by_reason =
+        [("abort".to_owned(), 4.0), ("stop".to_owned(), 8.0)].into();
+    let learn = |metadata: &str| {
+        let mut r = Run::new(metadata, 1);
+        for t in (0..=120).step_by(2) {
+            r.at(t, &s);
+        }
+        r.proactive.capacity()
+    };
+    assert_eq!(
+        learn("proactive; capacity=6"),
+        Some(12.0),
+        "finished by default"
+    );
+    assert_eq!(learn("proactive; capacity=6; served=completed"), Some(8.0));
 }
 
 #[test]
