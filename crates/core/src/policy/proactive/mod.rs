@@ -15,7 +15,9 @@
 //!    TTFT and ITL stay within their SLOs, probed upwards while they stay below half their
 //!    SLOs under load (by `probe`, 3 % per decision), corrected down when they break at a
 //!    lower throughput while the in-flight requests do not shrink (`breachwhile=growing`, the
-//!    default; with `breachwhile=queued`, also while a queue is left); an optional prior
+//!    default; with `breachwhile=queued`, also while a queue is left), and raised to at least
+//!    `saturated` (80 %) of what a fleet completed per replica while requests queued beyond
+//!    one per replica for the rate window; an optional prior
 //!    starts it; with `attainment=F` "within" is at least F of
 //!    the window's first tokens (and with `shares=both`, the default, of its inter-token gaps)
 //!    within the SLOs instead of the P95s;
