@@ -2,7 +2,7 @@
 //!
 //! Owns: turning a scraped body into borrowed samples plus family metadata, zero-copy where the
 //! text allows. Does not own: what the samples mean (see [`crate::signals`]) or fetching
-//! (see [`crate::scrape`]). Pure: no I/O.
+//! (the service crate's `scrape` module). Pure: no I/O.
 //!
 //! # What is accepted
 //!
