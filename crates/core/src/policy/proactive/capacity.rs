@@ -54,13 +54,12 @@ pub enum Source {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CapacityEstimate {
     value: Option<f64>,
-    /// Whether any observation has moved it (else it is the prior, or unknown).
-    learned: bool,
     /// How much one comfortable observation raises the estimate.
     probe: f64,
     /// The share of a saturated fleet's throughput per replica the estimate is at least
     /// (0: saturation teaches nothing).
     saturated: f64,
+    /// What last moved it (`Prior` while no observation has).
     source: Source,
 }
 
@@ -69,7 +68,6 @@ impl CapacityEstimate {
     pub fn with_prior(prior: Option<f64>) -> Self {
         Self {
             value: prior.filter(|p| p.is_finite() && *p > 0.0),
-            learned: false,
             probe: DEFAULT_PROBE,
             saturated: DEFAULT_SATURATED,
             source: Source::Prior,
@@ -112,7 +110,7 @@ impl CapacityEstimate {
 
     /// Whether observations have moved it.
     pub fn learned(&self) -> bool {
-        self.learned
+        self.source != Source::Prior
     }
 
     /// Updates the estimate with one observation: a throughput served within the SLO is at
@@ -129,33 +127,28 @@ impl CapacityEstimate {
             let floor = self.saturated * done;
             if floor > 0.0 && self.value.is_none_or(|c| floor > c) {
                 self.value = Some(floor);
-                self.learned = true;
                 self.source = Source::Saturated(done);
                 return;
             }
         }
-        let before = (self.value, self.learned);
         match self.value {
             None if o.within_slo => {
                 self.value = Some(x);
-                self.learned = true;
+                self.source = Source::Served;
             }
             Some(c) if o.within_slo && x > c => {
                 self.value = Some(x);
-                self.learned = true;
+                self.source = Source::Served;
             }
             Some(c) if o.breached && x < c => {
                 self.value = Some(c - CORRECTION * (c - x));
-                self.learned = true;
+                self.source = Source::Served;
             }
             Some(c) if o.within_slo && o.comfortable && x >= PROBE_LOAD * c => {
                 self.value = Some(c * (1.0 + self.probe));
-                self.learned = true;
+                self.source = Source::Served;
             }
             _ => {}
-        }
-        if (self.value, self.learned) != before {
-            self.source = Source::Served;
         }
     }
 }

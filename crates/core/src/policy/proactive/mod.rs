@@ -945,25 +945,10 @@ impl Proactive {
             (ttft_counts && ttft_over) || over(Latency::Itl, f.itl_seconds.p95, c.itl_slo_seconds);
         // A breach says what a replica serves only once it has lasted the whole rate window:
         // at a burst's onset the rate still counts the calm before it.
-        if breached {
-            self.breach_since.get_or_insert(now);
-        } else {
-            self.breach_since = None;
-        }
-        let sustained = self
-            .breach_since
-            .is_some_and(|since| since.saturating_add(w.stable_for) <= now);
+        let sustained = lasted(&mut self.breach_since, breached, now, w.stable_for);
         // Likewise a queue: one that lasted the whole rate window kept every replica busy.
-        if queued {
-            self.queued_since.get_or_insert(now);
-        } else {
-            self.queued_since = None;
-        }
-        let saturated = (stable
-            && self
-                .queued_since
-                .is_some_and(|since| since.saturating_add(w.stable_for) <= now))
-        .then(|| completed / f64::from(replicas.max(1)));
+        let saturated = (lasted(&mut self.queued_since, queued, now, w.stable_for) && stable)
+            .then(|| completed / f64::from(replicas.max(1)));
         let half = |slo: Option<f64>| slo.map(|s| s / 2.0);
         // Under `tail=lighter`, first tokens are comfortable when as many are within the SLO
         // as at light load.
@@ -1711,6 +1696,16 @@ fn explain(
         },
         pct(u),
     )
+}
+
+/// Whether a condition that `holds` now has held for at least `long`, keeping in `since` when
+/// it started (cleared when it does not hold).
+fn lasted(since: &mut Option<Duration>, holds: bool, now: Duration, long: Duration) -> bool {
+    if !holds {
+        *since = None;
+        return false;
+    }
+    since.get_or_insert(now).saturating_add(long) <= now
 }
 
 fn replicas_for(demand: f64, per_replica: f64, c: &PolicyConfig) -> u32 {
