@@ -133,10 +133,15 @@ impl Settings {
 
     /// The `policy` metadata: proactive, with one replica's capacity and the start-up time as
     /// priors, so the demo's first minute (shorter than the learning needs) already forecasts.
+    ///
+    /// The peak floor is off (`peak=0`): it keeps the highest demand of each whole minute for
+    /// half an hour, and the demo's story lasts one to three minutes, so it would hold the
+    /// burst's fleet through the whole quiet phase and the demo would never show the scale-in.
+    /// Like the demo's other periods, this one is shortened, here to nothing.
     pub fn policy(&self, capacity_rps: f64) -> String {
         let startup = (self.hpa_sync + self.startup_delay).as_secs_f64();
         format!(
-            "proactive; {}; startup={startup}",
+            "proactive; {}; startup={startup}; peak=0",
             capacity_setting(capacity_rps)
         )
     }
