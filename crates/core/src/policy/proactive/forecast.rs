@@ -218,6 +218,41 @@ impl PeakFloor {
             })
             .map(|(m, d)| (d, (minute.saturating_sub(m) * 60) as f64))
     }
+
+    /// As [`PeakFloor::peak`], but only minutes the demand fell from: those followed, within
+    /// `within` (whole minutes), by a minute whose highest demand, or the demand `now_demand`
+    /// at `now`, is below half of theirs. A load that stops falls that fast; a day's decline
+    /// takes an hour to halve. Drops what is older than the window.
+    pub fn dropped_peak(
+        &mut self,
+        now: Duration,
+        window: Duration,
+        within: Duration,
+        now_demand: f64,
+    ) -> Option<(f64, f64)> {
+        self.peak(now, window)?;
+        let minute = now.as_secs() / 60;
+        let span = within.as_secs().div_ceil(60).max(1);
+        let now_demand = finite_or_zero(now_demand);
+        let minutes: Vec<(u64, f64)> = self.minutes.iter().copied().collect();
+        minutes
+            .iter()
+            .enumerate()
+            .filter(|&(i, &(m, d))| {
+                let fell_later = minutes[i + 1..]
+                    .iter()
+                    .take_while(|&&(n, _)| n <= m.saturating_add(span))
+                    .any(|&(_, later)| later < 0.5 * d);
+                let falls_now = minute <= m.saturating_add(span) && now_demand < 0.5 * d;
+                fell_later || falls_now
+            })
+            .map(|(_, &(m, d))| (m, d))
+            .fold(None, |best: Option<(u64, f64)>, (m, d)| match best {
+                Some((_, b)) if b >= d => best,
+                _ => Some((m, d)),
+            })
+            .map(|(m, d)| (d, (minute.saturating_sub(m) * 60) as f64))
+    }
 }
 
 /// Minutes of demand a [`Recurrence`] keeps (four hours: two periods of up to two hours).
@@ -532,6 +567,58 @@ mod tests {
         assert_eq!(p.peak(s(4000), Duration::ZERO), None);
         p.observe(s(4002), f64::NAN);
         assert_eq!(p.peak(s(4002), hour).map(|x| x.0), Some(6.0));
+    }
+
+    #[test]
+    fn a_dropped_peak_is_one_the_demand_fell_from_to_below_half_within_the_span() {
+        let (hour, ten) = (s(3600), s(600));
+        // A day's decline: 40 req/s falling by 0.5 req/s a minute never halves within ten
+        // minutes, so no minute is a dropped peak, where the plain floor holds the 40.
+        let mut p = PeakFloor::default();
+        for t in (0..1800).step_by(2) {
+            p.observe(s(t), 40.0 - 0.5 * (t / 60) as f64);
+        }
+        let now = 40.0 - 0.5 * 29.0;
+        assert_eq!(p.dropped_peak(s(1800), hour, ten, now), None);
+        assert_eq!(p.peak(s(1800), hour).map(|x| x.0), Some(40.0));
+        // A burst of 45 over 6 that ends at 240 s: its minutes are dropped peaks as soon as
+        // the demand now reads below half of them, and stay so for the window.
+        let mut p = PeakFloor::default();
+        for t in (0..240).step_by(2) {
+            p.observe(s(t), if t >= 120 { 45.0 } else { 6.0 });
+        }
+        assert_eq!(p.dropped_peak(s(240), hour, ten, 30.0), None);
+        assert_eq!(p.dropped_peak(s(240), hour, ten, 6.0), Some((45.0, 120.0)));
+        for t in (250..3000).step_by(2) {
+            p.observe(s(t), 6.0);
+        }
+        assert_eq!(
+            p.dropped_peak(s(3000), hour, ten, 6.0),
+            Some((45.0, 2880.0))
+        );
+        // A fall that comes more than the span after the peak's minute does not make it one:
+        // 45 held for twenty minutes, then 6; only the last minutes of the 45 count, and a
+        // 30 that came before and never halved within ten minutes is not held.
+        let mut p = PeakFloor::default();
+        for t in (0..2400).step_by(2) {
+            let d = match t {
+                0..600 => 30.0,
+                600..1800 => 45.0,
+                _ => 6.0,
+            };
+            p.observe(s(t), d);
+        }
+        assert_eq!(
+            p.dropped_peak(s(2400), hour, ten, 6.0).map(|x| x.0),
+            Some(45.0)
+        );
+        let mut p = PeakFloor::default();
+        for t in (0..2400).step_by(2) {
+            p.observe(s(t), if t < 600 { 30.0 } else { 20.0 });
+        }
+        assert_eq!(p.dropped_peak(s(2400), hour, ten, 20.0), None);
+        // A zero window is no floor.
+        assert_eq!(p.dropped_peak(s(2400), Duration::ZERO, ten, 0.0), None);
     }
 
     /// Feeds `rate(minute)` every 2 s for `minutes` minutes.

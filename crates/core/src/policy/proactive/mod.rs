@@ -257,6 +257,11 @@ pub struct ProactiveConfig {
     /// has fallen below half that peak, as it does when a burst or an on-phase ends, and not
     /// while a load declines gradually, which the demand's own need follows.
     pub peak_when_halved: bool,
+    /// Which peaks the peak floor (`peak=S`) holds (`peaks=any|dropped`): `any` (false), the
+    /// highest minute of demand in its window; `dropped` (true), the highest the demand fell
+    /// from to below half within [`PEAK_DROP_WITHIN`], as it does when a burst or an on-phase
+    /// ends. A gradual decline, which the demand's own need follows down, holds no floor.
+    pub peak_dropped_only: bool,
     /// When a sustained breach lowers the capacity estimate (`breachwhile=queued|growing`):
     /// `queued` (false), while a queue is left or the in-flight requests do not shrink;
     /// `growing` (true), only while the in-flight requests do not shrink. A queue that drains
@@ -369,6 +374,7 @@ impl Default for ProactiveConfig {
             scale_in_steady: DEFAULT_SCALE_IN_STEADY,
             peak_at_full: DEFAULT_PEAK_AT_FULL,
             peak_when_halved: DEFAULT_PEAK_WHEN_HALVED,
+            peak_dropped_only: DEFAULT_PEAK_DROPPED_ONLY,
             breach_while_growing: DEFAULT_BREACH_WHILE_GROWING,
             pattern_periods: forecast::DEFAULT_PATTERN_PERIODS,
             probe: capacity::DEFAULT_PROBE,
@@ -466,6 +472,13 @@ pub const DEFAULT_PEAK_AT_FULL: bool = true;
 /// Whether the peak floor holds only once the demand has fallen below half its peak, by
 /// default (no: `any`).
 pub const DEFAULT_PEAK_WHEN_HALVED: bool = false;
+/// Whether the peak floor holds only peaks the demand dropped from, by default (no: `any`).
+pub const DEFAULT_PEAK_DROPPED_ONLY: bool = false;
+/// Under `peaks=dropped`, how soon after a minute the demand must fall below half of it for
+/// that minute to be a peak the floor holds: ten minutes. A burst's or an on-phase's end, with
+/// a minute's ramp and a rate window's lag, halves the demand within three; the steepest fall
+/// of a day compressed into four hours takes about an hour.
+pub const PEAK_DROP_WITHIN: Duration = Duration::from_secs(600);
 /// Whether only a breach while the in-flight requests do not shrink lowers the capacity
 /// estimate, by default: yes (`growing`) since the thirtieth round (section 42); `queued`, a
 /// queue left counts too, before.
@@ -534,7 +547,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none) and `; served=finished|completed` (whether the capacity estimate counts aborted requests as served)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none) and `; served=finished|completed` (whether the capacity estimate counts aborted requests as served)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -576,6 +589,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "scalein" => Some((&mut c.scale_in_steady, "steady", "any")),
                     "peakat" => Some((&mut c.peak_at_full, "full", "need")),
                     "peakwhen" => Some((&mut c.peak_when_halved, "halved", "any")),
+                    "peaks" => Some((&mut c.peak_dropped_only, "dropped", "any")),
                     "breachwhile" => Some((&mut c.breach_while_growing, "growing", "queued")),
                     "tail" => Some((&mut c.tail_lighter, "lighter", "p95")),
                     "served" => Some((&mut c.served_completed, "completed", "finished")),
@@ -1064,16 +1078,17 @@ impl Proactive {
             capped.map_or(sized_need, |cap| clamp(cap, c))
         };
         self.floor.observe(now, fc.now);
-        let floor = self
-            .floor
-            .peak(
-                now,
-                Duration::from_secs_f64(self.config.peak_window_seconds),
-            )
-            .map(|(peak, age)| {
-                let at = if self.config.peak_at_full { cap } else { per };
-                (peak, age, replicas_for(peak, at, c))
-            });
+        let window = Duration::from_secs_f64(self.config.peak_window_seconds);
+        let floor = if self.config.peak_dropped_only {
+            self.floor
+                .dropped_peak(now, window, PEAK_DROP_WITHIN, fc.now)
+        } else {
+            self.floor.peak(now, window)
+        };
+        let floor = floor.map(|(peak, age)| {
+            let at = if self.config.peak_at_full { cap } else { per };
+            (peak, age, replicas_for(peak, at, c))
+        });
         // `peakwhen=halved`: a demand still above half its peak is a gradual decline, not a
         // burst's end, and its own need sizes the fleet.
         let peak_unfallen =
@@ -1506,9 +1521,17 @@ impl Proactive {
         }
         if let Some((peak, age, floor_need)) = floor {
             numbers.push_str(&format!(
-                "; floor: peak {} req/s {} ago (window {}){} -> {floor_need} replicas",
+                "; floor: peak {} req/s {} ago{} (window {}){} -> {floor_need} replicas",
                 num(peak),
                 super::explain::dur(Duration::from_secs_f64(age)),
+                if self.config.peak_dropped_only {
+                    format!(
+                        ", which the demand fell from to below half within {} (peaks=dropped)",
+                        super::explain::dur(PEAK_DROP_WITHIN)
+                    )
+                } else {
+                    String::new()
+                },
                 super::explain::dur(Duration::from_secs_f64(self.config.peak_window_seconds)),
                 if self.config.peak_at_full {
                     " at the full capacity estimate (peakat=full)"

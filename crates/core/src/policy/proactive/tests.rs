@@ -244,6 +244,13 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
+            "proactive; peaks=dropped",
+            ProactiveConfig {
+                peak_dropped_only: true,
+                ..d()
+            },
+        ),
+        (
             "proactive; tail=p95",
             ProactiveConfig {
                 tail_lighter: false,
@@ -293,6 +300,7 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; peak=1800", d()),
         ("proactive; peakat=full", d()),
         ("proactive; peakwhen=any", d()),
+        ("proactive; peaks=any", d()),
         ("proactive; breachwhile=growing", d()),
         ("proactive; scalein=any", d()),
         ("proactive; periods=2", d()),
@@ -1166,6 +1174,32 @@ fn under_peakwhen_halved_the_peak_floor_holds_only_once_the_demand_has_halved() 
     assert!(h.explanation.contains("floor: peak"), "{}", h.explanation);
     assert!(h.target_replicas >= 4, "{h:?}");
     assert_eq!(h.target_replicas, a.target_replicas, "{h:?} {a:?}");
+}
+
+#[test]
+fn under_peaks_dropped_the_peak_floor_holds_only_a_peak_the_demand_fell_from() {
+    let settings = "proactive; capacity=10; startup=300; peak=1800; peakat=full; release=0; \
+                    hindsight=advice; periodic=off";
+    let any = decline_then_drop(settings);
+    let dropped = decline_then_drop(&format!("{settings}; peaks=dropped"));
+    let at = |run: &[(u64, Decision)], t: u64| run.iter().find(|d| d.0 == t).unwrap().1.clone();
+    // Fifteen minutes into the decline from 60 to 40 req/s, which is not below half: under
+    // `any` the floor holds the peak's 6 replicas; under `dropped` there is no floor.
+    let (a, d) = (at(&any, 1500), at(&dropped, 1500));
+    assert_eq!(a.target_replicas, 6, "{a:?}");
+    assert!(d.target_replicas < a.target_replicas, "{d:?}");
+    assert!(!d.explanation.contains("floor: peak"), "{}", d.explanation);
+    // After the drop to 10 req/s, the 40 it fell from within ten minutes is held (4 replicas
+    // at 10 req/s each); the 60, which fell only to 40, is not.
+    let (a, d) = (at(&any, 2100), at(&dropped, 2100));
+    assert_eq!(a.target_replicas, 6, "{a:?}");
+    assert_eq!(d.target_replicas, 4, "{d:?}");
+    assert!(
+        d.explanation
+            .contains("which the demand fell from to below half within 600 s (peaks=dropped)"),
+        "{}",
+        d.explanation
+    );
 }
 
 #[test]
