@@ -61,16 +61,35 @@ pub struct CapacityEstimate {
     saturated: f64,
     /// What last moved it (`Prior` while no observation has).
     source: Source,
+    /// The most the probe may raise the estimate to, as a multiple of `verified` (0: no
+    /// bound).
+    probe_cap: f64,
+    /// The highest throughput per replica known to be served: the prior, the most served
+    /// within the SLO, or what a saturated fleet's share set.
+    verified: Option<f64>,
 }
 
 impl CapacityEstimate {
     /// Starts from a prior (requests per second per replica), or from nothing.
     pub fn with_prior(prior: Option<f64>) -> Self {
+        let value = prior.filter(|p| p.is_finite() && *p > 0.0);
         Self {
-            value: prior.filter(|p| p.is_finite() && *p > 0.0),
+            value,
             probe: DEFAULT_PROBE,
             saturated: DEFAULT_SATURATED,
             source: Source::Prior,
+            probe_cap: 0.0,
+            verified: value,
+        }
+    }
+
+    /// The same, with the probe raising the estimate to at most `cap` times the highest
+    /// throughput per replica known to be served (the prior, the most served within the SLO,
+    /// or a saturated fleet's share); below 1, or NaN: no bound.
+    pub fn probing_at_most(self, cap: f64) -> Self {
+        Self {
+            probe_cap: if cap >= 1.0 { cap } else { 0.0 },
+            ..self
         }
     }
 
@@ -127,9 +146,13 @@ impl CapacityEstimate {
             let floor = self.saturated * done;
             if floor > 0.0 && self.value.is_none_or(|c| floor > c) {
                 self.value = Some(floor);
+                self.verified = Some(self.verified.map_or(floor, |v| v.max(floor)));
                 self.source = Source::Saturated(done);
                 return;
             }
+        }
+        if o.within_slo {
+            self.verified = Some(self.verified.map_or(x, |v| v.max(x)));
         }
         match self.value {
             None if o.within_slo => {
@@ -145,8 +168,15 @@ impl CapacityEstimate {
                 self.source = Source::Served;
             }
             Some(c) if o.within_slo && o.comfortable && x >= PROBE_LOAD * c => {
-                self.value = Some(c * (1.0 + self.probe));
-                self.source = Source::Served;
+                let raised = c * (1.0 + self.probe);
+                let bound = self
+                    .verified
+                    .filter(|_| self.probe_cap > 0.0)
+                    .map_or(raised, |v| self.probe_cap * v);
+                if raised.min(bound) > c {
+                    self.value = Some(raised.min(bound));
+                    self.source = Source::Served;
+                }
             }
             _ => {}
         }
@@ -251,6 +281,49 @@ mod tests {
         // Not comfortable (latency above half its SLO): no probe.
         c.observe(ok(6.0));
         assert_eq!(c.value(), Some(v));
+    }
+
+    #[test]
+    fn the_probe_cap_bounds_the_estimate_by_what_was_served() {
+        let easy = |x| Observation {
+            comfortable: true,
+            ..ok(x)
+        };
+        // No prior: 4 per replica served within the SLO starts the estimate at 4; comfortable
+        // load at that level probes it up to twice that without a cap, to 1.25 times with one.
+        let mut free = CapacityEstimate::with_prior(None);
+        let mut capped = CapacityEstimate::with_prior(None).probing_at_most(1.25);
+        for c in [&mut free, &mut capped] {
+            for _ in 0..100 {
+                c.observe(easy(4.0));
+            }
+        }
+        assert!(free.value().unwrap() > 7.9, "{free:?}");
+        assert_eq!(capped.value(), Some(5.0));
+        // More served within the SLO lifts the bound with it.
+        for _ in 0..100 {
+            capped.observe(easy(6.0));
+        }
+        assert_eq!(capped.value(), Some(7.5));
+        // A breach lowers the estimate; the probe climbs back no higher than the bound.
+        capped.observe(bad(3.0));
+        assert!(capped.value().unwrap() < 7.5);
+        for _ in 0..100 {
+            capped.observe(easy(6.0));
+        }
+        assert_eq!(capped.value(), Some(7.5));
+        // A prior counts as served; a cap below 1 is none; an estimate above the bound (here
+        // the prior) is not lowered by it.
+        let mut prior = CapacityEstimate::with_prior(Some(10.0)).probing_at_most(1.1);
+        for _ in 0..100 {
+            prior.observe(easy(6.0));
+        }
+        assert_eq!(prior.value(), Some(11.0));
+        let mut none = CapacityEstimate::with_prior(Some(10.0)).probing_at_most(0.5);
+        for _ in 0..100 {
+            none.observe(easy(6.0));
+        }
+        assert!(none.value().unwrap() > 11.9, "{none:?}");
     }
 
     #[test]

@@ -266,6 +266,14 @@ fn the_policy_value_is_read_with_its_settings() {
         ),
         ("proactive; probe=0", ProactiveConfig { probe: 0.0, ..d() }),
         (
+            "proactive; probecap=1.25",
+            ProactiveConfig {
+                probe_cap: 1.25,
+                ..d()
+            },
+        ),
+        ("proactive; probecap=0", d()),
+        (
             "proactive; saturated=0.9",
             ProactiveConfig {
                 saturated: 0.9,
@@ -371,6 +379,9 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; ahead=11",
         "proactive; probe=0.2",
         "proactive; probe=-0.01",
+        "proactive; probecap=0.5",
+        "proactive; probecap=5",
+        "proactive; peaks=some",
         "proactive; saturated=1.5",
         "proactive; saturated=-0.1",
         "proactive; saturated=most",
