@@ -14,6 +14,11 @@ const CORRECTION: f64 = 0.1;
 /// the twentieth round, chosen on the training scenarios (`docs/evaluation/proactive.md`,
 /// section 30; 0.3 % before).
 pub const DEFAULT_PROBE: f64 = 0.03;
+/// The most the probe raises the estimate to by default, as a multiple of the most known to be
+/// served per replica (`probecap=K` sets it; 0 for no bound): 1.5 since the thirty-seventh
+/// round, chosen on the training scenarios with floors of one and two replicas
+/// (`docs/evaluation/proactive.md`, section 51); no bound before.
+pub const DEFAULT_PROBE_CAP: f64 = 1.5;
 /// A comfortable observation: the fleet serves at least this fraction of the estimate...
 const PROBE_LOAD: f64 = 0.5;
 /// The share of a saturated fleet's completed throughput the estimate is raised to by
@@ -78,7 +83,7 @@ impl CapacityEstimate {
             probe: DEFAULT_PROBE,
             saturated: DEFAULT_SATURATED,
             source: Source::Prior,
-            probe_cap: 0.0,
+            probe_cap: DEFAULT_PROBE_CAP,
             verified: value,
         }
     }
@@ -290,8 +295,14 @@ mod tests {
             ..ok(x)
         };
         // No prior: 4 per replica served within the SLO starts the estimate at 4; comfortable
-        // load at that level probes it up to twice that without a cap, to 1.25 times with one.
-        let mut free = CapacityEstimate::with_prior(None);
+        // load at that level probes it up to twice that without a bound, to 1.25 times under
+        // one of 1.25, and to 1.5 times by default.
+        let mut default = CapacityEstimate::with_prior(None);
+        for _ in 0..100 {
+            default.observe(easy(4.0));
+        }
+        assert_eq!(default.value(), Some(6.0));
+        let mut free = CapacityEstimate::with_prior(None).probing_at_most(0.0);
         let mut capped = CapacityEstimate::with_prior(None).probing_at_most(1.25);
         for c in [&mut free, &mut capped] {
             for _ in 0..100 {

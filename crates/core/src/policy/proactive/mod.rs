@@ -278,8 +278,9 @@ pub struct ProactiveConfig {
     /// higher throughput by itself.
     pub probe: f64,
     /// The most the probe raises the capacity estimate to, as a multiple of the highest
-    /// throughput per replica known to be served (`probecap=K`, 1 <= K <= 4; 0 for no bound,
-    /// the default): the prior, the most served within the SLO, or a saturated fleet's share.
+    /// throughput per replica known to be served (`probecap=K`, 1 <= K <= 4; 0 for no bound;
+    /// 1.5 by default since the thirty-seventh round, `capacity::DEFAULT_PROBE_CAP`): the
+    /// prior, the most served within the SLO, or a saturated fleet's share.
     /// Without a bound the probe climbs until the fleet serves less than half the estimate per
     /// replica or latency passes half its SLO, which a load served at half a replica's
     /// capacity with room to spare reads as twice it.
@@ -385,7 +386,7 @@ impl Default for ProactiveConfig {
             breach_while_growing: DEFAULT_BREACH_WHILE_GROWING,
             pattern_periods: forecast::DEFAULT_PATTERN_PERIODS,
             probe: capacity::DEFAULT_PROBE,
-            probe_cap: 0.0,
+            probe_cap: capacity::DEFAULT_PROBE_CAP,
             saturated: capacity::DEFAULT_SATURATED,
             tail_lighter: DEFAULT_TAIL_LIGHTER,
             served_completed: DEFAULT_SERVED_COMPLETED,

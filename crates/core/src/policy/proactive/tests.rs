@@ -272,7 +272,14 @@ fn the_policy_value_is_read_with_its_settings() {
                 ..d()
             },
         ),
-        ("proactive; probecap=0", d()),
+        (
+            "proactive; probecap=0",
+            ProactiveConfig {
+                probe_cap: 0.0,
+                ..d()
+            },
+        ),
+        ("proactive; probecap=1.5", d()),
         (
             "proactive; saturated=0.9",
             ProactiveConfig {
