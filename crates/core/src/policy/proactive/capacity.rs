@@ -53,6 +53,8 @@ pub enum Source {
     Served,
     /// A share of a saturated fleet's throughput (`saturated=F`): the throughput per replica.
     Saturated(f64),
+    /// The probe, stopped at its bound (`probecap=K`): the most known to be served per replica.
+    ProbeBound(f64),
 }
 
 /// The running estimate of requests per second one replica serves within the SLO.
@@ -122,6 +124,11 @@ impl CapacityEstimate {
         self.saturated
     }
 
+    /// The probe's bound as a multiple of the most known to be served (0: none).
+    pub fn probe_cap(&self) -> f64 {
+        self.probe_cap
+    }
+
     /// What last moved the estimate.
     pub fn source(&self) -> Source {
         self.source
@@ -180,7 +187,10 @@ impl CapacityEstimate {
                     .map_or(raised, |v| self.probe_cap * v);
                 if raised.min(bound) > c {
                     self.value = Some(raised.min(bound));
-                    self.source = Source::Served;
+                    self.source = match self.verified {
+                        Some(v) if bound < raised => Source::ProbeBound(v),
+                        _ => Source::Served,
+                    };
                 }
             }
             _ => {}
@@ -311,6 +321,7 @@ mod tests {
         }
         assert!(free.value().unwrap() > 7.9, "{free:?}");
         assert_eq!(capped.value(), Some(5.0));
+        assert_eq!(capped.source(), Source::ProbeBound(4.0));
         // More served within the SLO lifts the bound with it.
         for _ in 0..100 {
             capped.observe(easy(6.0));

@@ -1728,6 +1728,11 @@ fn explain(
                 pct(est.saturated_share()),
                 num(x)
             ),
+            Source::ProbeBound(x) => format!(
+                "learned: probed up to {} times the {} req/s per replica served (probecap)",
+                num(est.probe_cap()),
+                num(x)
+            ),
         },
         pct(u),
     )

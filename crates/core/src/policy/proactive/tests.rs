@@ -1221,6 +1221,41 @@ fn under_peaks_dropped_the_peak_floor_holds_only_a_peak_the_demand_fell_from() {
 }
 
 #[test]
+fn a_probe_at_its_bound_says_so() {
+    // One replica serving 4 req/s with every P95 under half its SLO: without a bound the probe
+    // reads it as twice that; by default it stops at 1.5 times what was served, and says so.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 1);
+        let mut s = fleet(1, 4.0, 2.0);
+        s.fleet.itl_seconds.p95 = Some(0.02);
+        let mut last = None;
+        for t in (0..=600).step_by(2) {
+            last = Some(r.at(t, &s));
+        }
+        last.unwrap()
+    };
+    let bounded = run("proactive; startup=300");
+    assert!(
+        bounded.explanation.contains(
+            "capacity 6 req/s per replica (learned: probed up to 1.5 times the 4 req/s per replica served (probecap))"
+        ),
+        "{}",
+        bounded.explanation
+    );
+    let free = run("proactive; startup=300; probecap=0");
+    assert!(
+        free.explanation.contains("per replica (learned)"),
+        "{}",
+        free.explanation
+    );
+    assert!(
+        !free.explanation.contains("capacity 6 req/s"),
+        "{}",
+        free.explanation
+    );
+}
+
+#[test]
 fn without_the_backlog_term_the_fleet_is_sized_for_demand() {
     // A standing backlog of 600 with arrivals equal to what finishes (10 req/s): draining it
     // within a minute asks for ceil((10 + 10) / 8) = 3 replicas; sized for demand, 2.
