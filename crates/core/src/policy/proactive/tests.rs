@@ -52,6 +52,15 @@ impl Run {
         self.proactive
             .decide(&self.policy, Duration::from_secs(t), s, &mut self.state)
     }
+
+    /// The same signals every 2 s from 0 to `until` seconds: the last decision.
+    fn steady(&mut self, until: u64, s: &FleetSignals) -> Decision {
+        (0..=until)
+            .step_by(2)
+            .map(|t| self.at(t, s))
+            .last()
+            .expect("at least one decision")
+    }
 }
 
 #[test]
@@ -747,11 +756,8 @@ fn a_breach_right_after_replicas_arrive_does_not_lower_capacity() {
 /// them and the last decision.
 fn capacity_after_five_minutes(metadata: &str, s: &FleetSignals) -> (f64, Decision) {
     let mut r = Run::new(metadata, 4);
-    let mut last = None;
-    for t in (0..=300).step_by(2) {
-        last = Some(r.at(t, s));
-    }
-    (r.proactive.capacity().unwrap(), last.unwrap())
+    let last = r.steady(300, s);
+    (r.proactive.capacity().unwrap(), last)
 }
 
 #[test]
@@ -1173,10 +1179,9 @@ fn under_peakwhen_halved_the_peak_floor_holds_only_once_the_demand_has_halved() 
                     hindsight=advice; periodic=off";
     let any = decline_then_drop(settings);
     let halved = decline_then_drop(&format!("{settings}; peakwhen=halved"));
-    let at = |run: &[(u64, Decision)], t: u64| run.iter().find(|d| d.0 == t).unwrap().1.clone();
     // Fifteen minutes into the decline: under `any` the floor holds the peak's 6 replicas
     // (60 req/s at 10 each); under `halved` the demand (two thirds of the peak) sizes the fleet.
-    let (a, h) = (at(&any, 1500), at(&halved, 1500));
+    let (a, h) = (decision_at(&any, 1500), decision_at(&halved, 1500));
     assert!(a.explanation.contains("floor: peak"), "{}", a.explanation);
     assert_eq!(a.target_replicas, 6, "{a:?}");
     assert!(h.target_replicas < a.target_replicas, "{h:?}");
@@ -1188,7 +1193,7 @@ fn under_peakwhen_halved_the_peak_floor_holds_only_once_the_demand_has_halved() 
     );
     assert!(!h.explanation.contains("floor: peak"), "{}", h.explanation);
     // Once the demand has fallen below half the window's peak, the floor holds under both.
-    let (a, h) = (at(&any, 2100), at(&halved, 2100));
+    let (a, h) = (decision_at(&any, 2100), decision_at(&halved, 2100));
     assert!(h.explanation.contains("floor: peak"), "{}", h.explanation);
     assert!(h.target_replicas >= 4, "{h:?}");
     assert_eq!(h.target_replicas, a.target_replicas, "{h:?} {a:?}");
@@ -1200,16 +1205,15 @@ fn under_peaks_dropped_the_peak_floor_holds_only_a_peak_the_demand_fell_from() {
                     hindsight=advice; periodic=off";
     let any = decline_then_drop(settings);
     let dropped = decline_then_drop(&format!("{settings}; peaks=dropped"));
-    let at = |run: &[(u64, Decision)], t: u64| run.iter().find(|d| d.0 == t).unwrap().1.clone();
     // Fifteen minutes into the decline from 60 to 40 req/s, which is not below half: under
     // `any` the floor holds the peak's 6 replicas; under `dropped` there is no floor.
-    let (a, d) = (at(&any, 1500), at(&dropped, 1500));
+    let (a, d) = (decision_at(&any, 1500), decision_at(&dropped, 1500));
     assert_eq!(a.target_replicas, 6, "{a:?}");
     assert!(d.target_replicas < a.target_replicas, "{d:?}");
     assert!(!d.explanation.contains("floor: peak"), "{}", d.explanation);
     // After the drop to 10 req/s, the 40 it fell from within ten minutes is held (4 replicas
     // at 10 req/s each); the 60, which fell only to 40, is not.
-    let (a, d) = (at(&any, 2100), at(&dropped, 2100));
+    let (a, d) = (decision_at(&any, 2100), decision_at(&dropped, 2100));
     assert_eq!(a.target_replicas, 6, "{a:?}");
     assert_eq!(d.target_replicas, 4, "{d:?}");
     assert!(
@@ -1225,14 +1229,9 @@ fn a_probe_at_its_bound_says_so() {
     // One replica serving 4 req/s with every P95 under half its SLO: without a bound the probe
     // reads it as twice that; by default it stops at 1.5 times what was served, and says so.
     let run = |metadata: &str| {
-        let mut r = Run::new(metadata, 1);
         let mut s = fleet(1, 4.0, 2.0);
         s.fleet.itl_seconds.p95 = Some(0.02);
-        let mut last = None;
-        for t in (0..=600).step_by(2) {
-            last = Some(r.at(t, &s));
-        }
-        last.unwrap()
+        Run::new(metadata, 1).steady(600, &s)
     };
     let bounded = run("proactive; startup=300");
     assert!(
@@ -1260,15 +1259,10 @@ fn without_the_backlog_term_the_fleet_is_sized_for_demand() {
     // A standing backlog of 600 with arrivals equal to what finishes (10 req/s): draining it
     // within a minute asks for ceil((10 + 10) / 8) = 3 replicas; sized for demand, 2.
     let run = |metadata: &str| {
-        let mut r = Run::new(metadata, 2);
         let mut s = fleet(2, 10.0, 20.0);
         s.fleet.queue_depth = 600.0;
         s.fleet.ttft_seconds.p95 = Some(0.5);
-        let mut last = None;
-        for t in (0..=20).step_by(2) {
-            last = Some(r.at(t, &s));
-        }
-        last.unwrap()
+        Run::new(metadata, 2).steady(20, &s)
     };
     // (`settle=off`: with it on, the default, the 2 ready replicas cover the demand's need
     // and the backlog drains on them.)
@@ -1632,15 +1626,10 @@ fn the_backlog_term_is_capped_at_k_replicas_beyond_the_demands_need() {
     // A standing backlog of 3000 with arrivals equal to what finishes (10 req/s): draining it
     // within a minute asks for ceil((10 + 50) / 8) = 8 replicas; the demand alone needs 2.
     let run = |metadata: &str| {
-        let mut r = Run::new(metadata, 2);
         let mut s = fleet(2, 10.0, 20.0);
         s.fleet.queue_depth = 3000.0;
         s.fleet.ttft_seconds.p95 = Some(0.5);
-        let mut last = None;
-        for t in (0..=20).step_by(2) {
-            last = Some(r.at(t, &s));
-        }
-        last.unwrap()
+        Run::new(metadata, 2).steady(20, &s)
     };
     // (`settle=off`: with it on, the default, the 2 ready replicas cover the demand's need
     // and the backlog is not sized for at all.)
@@ -2107,11 +2096,7 @@ fn under_ceiling_seen_the_hindsight_fleet_is_enough_within_the_demand_it_was_jud
     let run = |metadata: &str, rps: f64| {
         let mut r = Run::new(metadata, 4);
         r.proactive.static_floor = Some(named_floor(4, 45.0));
-        let mut last = None;
-        for t in (0..=120).step_by(2) {
-            last = Some(r.at(t, &fleet(4, rps, 2.0 * rps)));
-        }
-        last.unwrap()
+        r.steady(120, &fleet(4, rps, 2.0 * rps))
     };
     let metadata = "proactive; capacity=10; startup=300; periodic=off";
     let free = run(&format!("{metadata}; ceiling=off"), 40.0);
