@@ -210,13 +210,7 @@ impl PeakFloor {
         if window.is_zero() {
             return None;
         }
-        self.minutes
-            .iter()
-            .fold(None, |best: Option<(u64, f64)>, &(m, d)| match best {
-                Some((_, b)) if b >= d => best,
-                _ => Some((m, d)),
-            })
-            .map(|(m, d)| (d, (minute.saturating_sub(m) * 60) as f64))
+        highest(minute, self.minutes.iter().copied())
     }
 
     /// As [`PeakFloor::peak`], but only minutes the demand fell from: those followed, within
@@ -234,25 +228,29 @@ impl PeakFloor {
         let minute = now.as_secs() / 60;
         let span = within.as_secs().div_ceil(60).max(1);
         let now_demand = finite_or_zero(now_demand);
-        let minutes: Vec<(u64, f64)> = self.minutes.iter().copied().collect();
-        minutes
-            .iter()
-            .enumerate()
-            .filter(|&(i, &(m, d))| {
-                let fell_later = minutes[i + 1..]
-                    .iter()
-                    .take_while(|&&(n, _)| n <= m.saturating_add(span))
-                    .any(|&(_, later)| later < 0.5 * d);
-                let falls_now = minute <= m.saturating_add(span) && now_demand < 0.5 * d;
-                fell_later || falls_now
-            })
-            .map(|(_, &(m, d))| (m, d))
-            .fold(None, |best: Option<(u64, f64)>, (m, d)| match best {
-                Some((_, b)) if b >= d => best,
-                _ => Some((m, d)),
-            })
-            .map(|(m, d)| (d, (minute.saturating_sub(m) * 60) as f64))
+        let minutes = &self.minutes;
+        let dropped = minutes.iter().enumerate().filter(|&(i, &(m, d))| {
+            let fell_later = minutes
+                .iter()
+                .skip(i + 1)
+                .take_while(|&&(n, _)| n <= m.saturating_add(span))
+                .any(|&(_, later)| later < 0.5 * d);
+            let falls_now = minute <= m.saturating_add(span) && now_demand < 0.5 * d;
+            fell_later || falls_now
+        });
+        highest(minute, dropped.map(|(_, &x)| x))
     }
+}
+
+/// The highest of `(minute index, demand)` pairs (the oldest of equals), with its age in
+/// seconds at `minute`.
+fn highest(minute: u64, minutes: impl Iterator<Item = (u64, f64)>) -> Option<(f64, f64)> {
+    minutes
+        .fold(None, |best: Option<(u64, f64)>, (m, d)| match best {
+            Some((_, b)) if b >= d => best,
+            _ => Some((m, d)),
+        })
+        .map(|(m, d)| (d, (minute.saturating_sub(m) * 60) as f64))
 }
 
 /// Minutes of demand a [`Recurrence`] keeps (four hours: two periods of up to two hours).
