@@ -158,13 +158,13 @@ impl CapacityEstimate {
             let floor = self.saturated * done;
             if floor > 0.0 && self.value.is_none_or(|c| floor > c) {
                 self.value = Some(floor);
-                self.verified = Some(self.verified.map_or(floor, |v| v.max(floor)));
+                self.verify(floor);
                 self.source = Source::Saturated(done);
                 return;
             }
         }
         if o.within_slo {
-            self.verified = Some(self.verified.map_or(x, |v| v.max(x)));
+            self.verify(x);
         }
         match self.value {
             None if o.within_slo => {
@@ -181,20 +181,24 @@ impl CapacityEstimate {
             }
             Some(c) if o.within_slo && o.comfortable && x >= PROBE_LOAD * c => {
                 let raised = c * (1.0 + self.probe);
-                let bound = self
-                    .verified
-                    .filter(|_| self.probe_cap > 0.0)
-                    .map_or(raised, |v| self.probe_cap * v);
-                if raised.min(bound) > c {
-                    self.value = Some(raised.min(bound));
-                    self.source = match self.verified {
-                        Some(v) if bound < raised => Source::ProbeBound(v),
-                        _ => Source::Served,
-                    };
+                let (next, source) = match self.verified.filter(|_| self.probe_cap > 0.0) {
+                    Some(v) if self.probe_cap * v < raised => {
+                        (self.probe_cap * v, Source::ProbeBound(v))
+                    }
+                    _ => (raised, Source::Served),
+                };
+                if next > c {
+                    self.value = Some(next);
+                    self.source = source;
                 }
             }
             _ => {}
         }
+    }
+
+    /// Records `x` requests per second per replica as known to be served.
+    fn verify(&mut self, x: f64) {
+        self.verified = Some(self.verified.map_or(x, |v| v.max(x)));
     }
 }
 

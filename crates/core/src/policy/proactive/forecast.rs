@@ -198,6 +198,13 @@ impl PeakFloor {
     /// The highest demand over the last `window` at `now` (whole minutes, the current one
     /// included), with its age in seconds; `None` for an empty window. Drops what is older.
     pub fn peak(&mut self, now: Duration, window: Duration) -> Option<(f64, f64)> {
+        let minute = self.prune(now, window)?;
+        highest(minute, self.minutes.iter().copied())
+    }
+
+    /// Drops the minutes older than `window` at `now`; the current minute's index, or `None`
+    /// for a zero window (no floor).
+    fn prune(&mut self, now: Duration, window: Duration) -> Option<u64> {
         let minute = now.as_secs() / 60;
         let keep = window.as_secs().div_ceil(60);
         while let Some(&(m, _)) = self.minutes.front() {
@@ -207,10 +214,7 @@ impl PeakFloor {
                 break;
             }
         }
-        if window.is_zero() {
-            return None;
-        }
-        highest(minute, self.minutes.iter().copied())
+        (!window.is_zero()).then_some(minute)
     }
 
     /// As [`PeakFloor::peak`], but only minutes the demand fell from: those followed, within
@@ -224,8 +228,7 @@ impl PeakFloor {
         within: Duration,
         now_demand: f64,
     ) -> Option<(f64, f64)> {
-        self.peak(now, window)?;
-        let minute = now.as_secs() / 60;
+        let minute = self.prune(now, window)?;
         let span = within.as_secs().div_ceil(60).max(1);
         let now_demand = finite_or_zero(now_demand);
         let minutes = &self.minutes;
