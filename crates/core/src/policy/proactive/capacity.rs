@@ -27,6 +27,35 @@ const PROBE_LOAD: f64 = 0.5;
 /// 0, off, before.
 pub const DEFAULT_SATURATED: f64 = 0.8;
 
+/// What the throughput of a sustained breach bounds (`breachcap=off|probe|estimate`): a
+/// replica served less than that within the SLO, until more is served within it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BreachCap {
+    /// Nothing: a breach moves the estimate a tenth of the way towards its throughput.
+    Off,
+    /// The probe raises the estimate no higher than the lowest throughput per replica a
+    /// sustained breach was seen at, until more than that is served within the SLO.
+    Probe,
+    /// As `Probe`, and a breach below the estimate lowers it to the breach's throughput at
+    /// once instead of a tenth of the way.
+    Estimate,
+}
+
+impl BreachCap {
+    /// Every value, in the order the setting lists them.
+    pub const ALL: [Self; 3] = [Self::Off, Self::Probe, Self::Estimate];
+
+    /// The setting's value for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Probe => "probe",
+            Self::Estimate => "estimate",
+        }
+    }
+}
+
 /// What one observation of the fleet says about capacity.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Observation {
@@ -55,6 +84,8 @@ pub enum Source {
     Saturated(f64),
     /// The probe, stopped at its bound (`probecap=K`): the most known to be served per replica.
     ProbeBound(f64),
+    /// The probe, stopped at the throughput per replica of a sustained breach (`breachcap`).
+    BreachBound(f64),
 }
 
 /// The running estimate of requests per second one replica serves within the SLO.
@@ -74,6 +105,11 @@ pub struct CapacityEstimate {
     /// The highest throughput per replica known to be served: the prior, the most served
     /// within the SLO, or what a saturated fleet's share set.
     verified: Option<f64>,
+    /// What a sustained breach's throughput bounds.
+    breach_cap: BreachCap,
+    /// The lowest throughput per replica a sustained breach was seen at since more was last
+    /// served within the SLO (kept only under `breach_cap` other than `Off`).
+    breached_at: Option<f64>,
 }
 
 impl CapacityEstimate {
@@ -87,6 +123,17 @@ impl CapacityEstimate {
             source: Source::Prior,
             probe_cap: DEFAULT_PROBE_CAP,
             verified: value,
+            breach_cap: BreachCap::Off,
+            breached_at: None,
+        }
+    }
+
+    /// The same, with a sustained breach's throughput bounding the probe (`Probe`), and the
+    /// estimate too (`Estimate`), until more is served within the SLO.
+    pub fn bounded_by_breaches(self, cap: BreachCap) -> Self {
+        Self {
+            breach_cap: cap,
+            ..self
         }
     }
 
@@ -165,6 +212,12 @@ impl CapacityEstimate {
         }
         if o.within_slo {
             self.verify(x);
+            if self.breached_at.is_some_and(|b| x > b) {
+                self.breached_at = None;
+            }
+        }
+        if o.breached && self.breach_cap != BreachCap::Off {
+            self.breached_at = Some(self.breached_at.map_or(x, |b| b.min(x)));
         }
         match self.value {
             None if o.within_slo => {
@@ -176,7 +229,11 @@ impl CapacityEstimate {
                 self.source = Source::Served;
             }
             Some(c) if o.breached && x < c => {
-                self.value = Some(c - CORRECTION * (c - x));
+                self.value = Some(if self.breach_cap == BreachCap::Estimate {
+                    x
+                } else {
+                    c - CORRECTION * (c - x)
+                });
                 self.source = Source::Served;
             }
             Some(c) if o.within_slo && o.comfortable && x >= PROBE_LOAD * c => {
@@ -186,6 +243,10 @@ impl CapacityEstimate {
                         (self.probe_cap * v, Source::ProbeBound(v))
                     }
                     _ => (raised, Source::Served),
+                };
+                let (next, source) = match self.breached_at {
+                    Some(b) if b < next => (b, Source::BreachBound(b)),
+                    _ => (next, source),
                 };
                 if next > c {
                     self.value = Some(next);
@@ -350,6 +411,69 @@ mod tests {
             none.observe(easy(6.0));
         }
         assert!(none.value().unwrap() > 11.9, "{none:?}");
+    }
+
+    #[test]
+    fn a_sustained_breach_bounds_the_probe_until_more_is_served() {
+        let easy = |x| Observation {
+            comfortable: true,
+            ..ok(x)
+        };
+        // 8 per replica served within the SLO: the probe's bound is 12. A breach at 7.5 per
+        // replica, then comfortable load at 6: without `breachcap` the probe climbs back to
+        // the bound; under `probe` it stops at the breach's throughput.
+        let run = |cap| {
+            let mut c = CapacityEstimate::with_prior(None).bounded_by_breaches(cap);
+            c.observe(ok(8.0));
+            for _ in 0..100 {
+                c.observe(easy(6.0));
+            }
+            assert_eq!(c.value(), Some(12.0));
+            c.observe(bad(7.5));
+            let corrected = c.value().unwrap();
+            for _ in 0..100 {
+                c.observe(easy(6.0));
+            }
+            (corrected, c)
+        };
+        let (corrected, off) = run(BreachCap::Off);
+        assert!((corrected - 11.55).abs() < 1e-9, "a tenth of the way");
+        assert_eq!(off.value(), Some(12.0));
+        let (corrected, probe) = run(BreachCap::Probe);
+        assert!((corrected - 11.55).abs() < 1e-9, "the same correction");
+        assert_eq!(probe.value(), Some(corrected), "no probe above the breach");
+        // Under `estimate` the breach lowers the estimate to its throughput at once, and the
+        // probe climbs no higher than it.
+        let (corrected, mut estimate) = run(BreachCap::Estimate);
+        assert_eq!(corrected, 7.5);
+        assert_eq!(estimate.value(), Some(7.5));
+        estimate.observe(bad(7.0));
+        assert_eq!(estimate.value(), Some(7.0), "the lowest breach bounds");
+        estimate.observe(easy(6.9));
+        assert_eq!(estimate.value(), Some(7.0));
+        // With no `probecap`, comfortable load at 3.6 probes the estimate up from 3.5 no
+        // higher than the breach's 7: it is the bound the explanation names.
+        let mut low = CapacityEstimate::with_prior(Some(3.5))
+            .probing_at_most(0.0)
+            .bounded_by_breaches(BreachCap::Probe);
+        low.observe(bad(7.0));
+        assert_eq!(
+            low.value(),
+            Some(3.5),
+            "a breach above the estimate lowers nothing"
+        );
+        for _ in 0..100 {
+            low.observe(easy(3.6));
+        }
+        assert_eq!(low.value(), Some(7.0));
+        assert_eq!(low.source(), Source::BreachBound(7.0));
+        // More than the breach's throughput served within the SLO lifts the bound.
+        low.observe(ok(7.2));
+        assert_eq!(low.value(), Some(7.2));
+        for _ in 0..100 {
+            low.observe(easy(7.2));
+        }
+        assert!(low.value().unwrap() > 10.0, "{low:?}");
     }
 
     #[test]

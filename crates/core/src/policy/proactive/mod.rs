@@ -63,6 +63,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use self::capacity::BreachCap;
 use self::capacity::{CapacityEstimate, Observation, Source};
 use self::forecast::{DemandTracker, Forecast, PeakFloor, Recurrence};
 use self::hindsight::{Hindsight, StaticComparison, StaticFleet};
@@ -285,6 +286,13 @@ pub struct ProactiveConfig {
     /// replica or latency passes half its SLO, which a load served at half a replica's
     /// capacity with room to spare reads as twice it.
     pub probe_cap: f64,
+    /// What the throughput per replica of a sustained breach bounds until more than that is
+    /// served within the SLO (`breachcap=off|probe|estimate`, off by default): `probe`, how far
+    /// the probe raises the capacity estimate; `estimate`, that and the estimate itself, which
+    /// a breach below it lowers to the breach's throughput at once instead of a tenth of the
+    /// way. A load whose P95 flickers about its SLO breaches for less than a rate window at a
+    /// time, while between breaches it reads comfortable and the probe climbs back.
+    pub breach_cap: BreachCap,
     /// The share of a saturated fleet's throughput per replica the capacity estimate is raised
     /// to at least (`saturated=F`, 0 <= F <= 1; 0 for none; 0.8 by default since the
     /// thirty-third round, `capacity::DEFAULT_SATURATED`): requests that waited
@@ -387,6 +395,7 @@ impl Default for ProactiveConfig {
             pattern_periods: forecast::DEFAULT_PATTERN_PERIODS,
             probe: capacity::DEFAULT_PROBE,
             probe_cap: capacity::DEFAULT_PROBE_CAP,
+            breach_cap: BreachCap::Off,
             saturated: capacity::DEFAULT_SATURATED,
             tail_lighter: DEFAULT_TAIL_LIGHTER,
             served_completed: DEFAULT_SERVED_COMPLETED,
@@ -556,7 +565,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none) and `; served=finished|completed` (whether the capacity estimate counts aborted requests as served)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none) and `; served=finished|completed` (whether the capacity estimate counts aborted requests as served)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -606,6 +615,15 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 };
                 if let Some((field, yes, no)) = two_valued {
                     *field = two(yes, no)?;
+                    continue;
+                }
+                if k == "breachcap" {
+                    c.breach_cap = BreachCap::ALL
+                        .into_iter()
+                        .find(|b| b.as_str() == v)
+                        .ok_or_else(|| {
+                            format!("{k}={v:?} is not `off`, `probe` or `estimate`; {expected}")
+                        })?;
                     continue;
                 }
                 if k == "settle" {
@@ -779,6 +797,7 @@ impl Proactive {
             capacity: CapacityEstimate::with_prior(config.capacity_per_replica)
                 .probing(config.probe)
                 .probing_at_most(config.probe_cap)
+                .bounded_by_breaches(config.breach_cap)
                 .saturating(config.saturated),
             demand: DemandTracker::with_onset(Duration::from_secs_f64(config.onset_seconds)),
             recurrence: Recurrence::spanning(config.pattern_periods),
@@ -1731,6 +1750,10 @@ fn explain(
             Source::ProbeBound(x) => format!(
                 "learned: probed up to {} times the {} req/s per replica served (probecap)",
                 num(est.probe_cap()),
+                num(x)
+            ),
+            Source::BreachBound(x) => format!(
+                "learned: probed up to the {} req/s per replica a sustained breach was seen at (breachcap)",
                 num(x)
             ),
         },

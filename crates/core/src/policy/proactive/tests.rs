@@ -290,6 +290,21 @@ fn the_policy_value_is_read_with_its_settings() {
         ),
         ("proactive; probecap=1.5", d()),
         (
+            "proactive; breachcap=probe",
+            ProactiveConfig {
+                breach_cap: BreachCap::Probe,
+                ..d()
+            },
+        ),
+        (
+            "proactive; breachcap=estimate",
+            ProactiveConfig {
+                breach_cap: BreachCap::Estimate,
+                ..d()
+            },
+        ),
+        ("proactive; breachcap=off", d()),
+        (
             "proactive; saturated=0.9",
             ProactiveConfig {
                 saturated: 0.9,
@@ -397,6 +412,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; probe=-0.01",
         "proactive; probecap=0.5",
         "proactive; probecap=5",
+        "proactive; breachcap=on",
         "proactive; peaks=some",
         "proactive; saturated=1.5",
         "proactive; saturated=-0.1",
