@@ -1271,6 +1271,48 @@ fn a_probe_at_its_bound_says_so() {
 }
 
 #[test]
+fn under_breachcap_a_sustained_breach_stops_the_probe_from_climbing_back() {
+    // Two replicas serve 8 req/s each within the SLO for ten minutes; then their P95 ITL
+    // breaks its SLO at 7 each for 100 s, the in-flight requests steady; then at 6 each every
+    // P95 is under half its SLO for ten minutes.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        let mut last = None;
+        for t in (0..=1_300).step_by(2) {
+            let (rps, itl) = match t {
+                0..600 => (16.0, 0.05),
+                600..700 => (14.0, 0.09),
+                _ => (12.0, 0.02),
+            };
+            let mut s = fleet(2, rps, 4.0);
+            s.fleet.itl_seconds.p95 = Some(itl);
+            last = Some(r.at(t, &s));
+        }
+        last.expect("decisions")
+    };
+    // By default the probe climbs back to its bound, 1.5 times the 8 served.
+    let default = run("proactive; startup=300; peak=0");
+    assert!(
+        default.explanation.contains(
+            "capacity 12 req/s per replica (learned: probed up to 1.5 times the 8 req/s per replica served (probecap))"
+        ),
+        "{}",
+        default.explanation
+    );
+    // Under `breachcap=probe` the breach at 7 per replica stops it: the estimate stays where
+    // the breach's corrections left it, between 7 and 8.
+    let bounded = run("proactive; startup=300; peak=0; breachcap=probe");
+    assert!(
+        bounded.explanation.contains("capacity 7.")
+            && bounded
+                .explanation
+                .contains("req/s per replica (learned) at 80 %"),
+        "{}",
+        bounded.explanation
+    );
+}
+
+#[test]
 fn without_the_backlog_term_the_fleet_is_sized_for_demand() {
     // A standing backlog of 600 with arrivals equal to what finishes (10 req/s): draining it
     // within a minute asks for ceil((10 + 10) / 8) = 3 replicas; sized for demand, 2.
