@@ -1009,7 +1009,7 @@ def test_alert_expressions_on_real_vllm_metrics(fixture_prometheus):
     for silent in ("VLLMKVCacheFull", "VLLMGPUMemoryCritical", "VLLMHighQueueDepth", "VLLMPreemptionSpike",
                    "VLLMKedaScalerTargetsFailing", "VLLMKedaScalerNoFreshData", "VLLMKedaScalerFallbackLikely",
                    "VLLMKedaScalerPinnedAtMax", "VLLMKedaScalerScrapeErrors", "VLLMKedaScalerDown",
-                   "VLLMKedaScalerLosesToStaticFleet"):
+                   "VLLMKedaScalerLosesToStaticFleet", "VLLMKedaScalerPodsDisagree"):
         assert query(rules[silent]) == [], silent
     slow = {m["model_name"] for m, v in query(rules["VLLMHighLatency"])}
     assert "meta-llama/Llama-3.1-8B-Instruct" in slow

@@ -45,8 +45,8 @@ use serde::Serialize;
 
 use crate::config::ScalerConfig;
 use crate::exposition::{self, ParseError};
-use crate::policy::proactive::Proactive;
 use crate::policy::proactive::hindsight::StaticComparison;
+use crate::policy::proactive::{Learned, Proactive};
 use crate::policy::{CurrentReplicas, Decision, Policy, PolicyConfig, PolicyState};
 use crate::signals::{
     FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, STALE_AFTER_INTERVALS, SignalSettings,
@@ -297,6 +297,8 @@ pub struct Step {
     /// The proactive policy's comparison with static fleets over the last day (`None` under
     /// the guide's policy, and before half an hour of history).
     pub hindsight: Option<StaticComparison>,
+    /// What the proactive policy has learned (`None` under the guide's policy).
+    pub learned: Option<Learned>,
 }
 
 /// One ScaledObject's scaler: the fleet window of its targets and its policy with the state the
@@ -457,7 +459,13 @@ impl Scaler {
             decision,
             view,
             hindsight: self.hindsight().cloned(),
+            learned: self.learned(),
         }
+    }
+
+    /// What the proactive policy has learned (`None` under the guide's policy).
+    pub fn learned(&self) -> Option<Learned> {
+        self.proactive.as_ref().map(Proactive::learned)
     }
 
     /// The proactive policy's comparison with static fleets over the last day (`None` under

@@ -33,6 +33,7 @@ use crate::control::{
 };
 use vllm_keda_core::config::{ScalerConfig, TargetSource};
 use vllm_keda_core::policy::CurrentReplicas;
+use vllm_keda_core::policy::proactive::Learned;
 use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 use vllm_keda_core::scaler::{Unobserved, View};
 use vllm_keda_core::signals::FleetSignals;
@@ -464,6 +465,10 @@ struct Detail {
     /// number of replicas have served as much for fewer replica-hours? (`null` under the
     /// guide's policy and before half an hour of history.)
     hindsight: Option<HindsightView>,
+    /// What the proactive policy has learned from this pod's own history: the capacity per
+    /// replica and the start-up time, each with its source (`null` under the guide's policy).
+    /// Each scaler pod learns separately, and a restarted one starts over.
+    learned: Option<Learned>,
     last_healthy_unix_seconds: Option<f64>,
     idle_seconds: f64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -597,6 +602,7 @@ fn trigger_detail(so: &ScaledObject) -> Detail {
             summary: comparison.describe(),
             comparison,
         }),
+        learned: status.learned,
         last_healthy_unix_seconds: status.last_healthy_unix_seconds,
         idle_seconds: so.idle_for().as_secs_f64(),
         other_triggers: Vec::new(),

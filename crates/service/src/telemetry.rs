@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 use crate::scrape::RESULT_LABELS;
 use vllm_keda_core::config::ScalerConfig;
 use vllm_keda_core::policy::Decision;
+use vllm_keda_core::policy::proactive::Learned;
 use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 use vllm_keda_core::signals::FleetSignals;
 
@@ -134,6 +135,8 @@ pub struct CycleReading<'a> {
     /// The proactive policy's comparison with static fleets over the last day, once it has
     /// half an hour of history.
     pub hindsight: Option<&'a StaticComparison>,
+    /// What the proactive policy has learned (`None` under the guide's policy).
+    pub learned: Option<Learned>,
 }
 
 /// Where a per-ScaledObject gauge's value comes from.
@@ -162,7 +165,7 @@ fn or_nan(value: Option<f64>) -> f64 {
 }
 
 /// Every per-ScaledObject gauge: registered, set and removed from this table alone.
-pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 16] = [
+pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 18] = [
     ScaledObjectGauge {
         name: "target_replicas",
         help: "Replica target returned to KEDA",
@@ -254,6 +257,18 @@ pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 16] = [
                     .map(|h| if h.static_beats_ours { 1.0 } else { 0.0 }),
             ))
         }),
+    },
+    ScaledObjectGauge {
+        name: "capacity_per_replica",
+        help: "Requests per second one replica serves within the SLO, as the proactive policy estimates it from this scaler pod's own history (the metadata's prior until observations move it; NaN under the guide's policy and before any estimate)",
+        source: GaugeSource::Cycle(|c| {
+            Some(or_nan(c.learned.and_then(|l| l.capacity_per_replica)))
+        }),
+    },
+    ScaledObjectGauge {
+        name: "startup_seconds",
+        help: "Seconds from asking for a replica to it serving, as the proactive policy uses it (set, learned by this scaler pod, or the 300 s default; NaN under the guide's policy)",
+        source: GaugeSource::Cycle(|c| Some(or_nan(c.learned.map(|l| l.startup_seconds)))),
     },
 ];
 
@@ -546,6 +561,7 @@ mod tests {
             decision: &step.decision,
             last_healthy_unix_seconds,
             hindsight: None,
+            learned: step.learned,
         };
         m.record_cycle(&labels(), &reading(None));
         assert_eq!(
@@ -586,6 +602,35 @@ mod tests {
             Some(0.75)
         );
         assert_eq!(value(&m, "hindsight_static_beats_ours"), Some(1.0));
+        // The proactive policy (the default) before any capacity estimate: NaN, and the start-up
+        // time it uses, its default; what it learns later is exposed as it moves.
+        assert!(value(&m, "capacity_per_replica").unwrap().is_nan());
+        assert_eq!(value(&m, "startup_seconds"), Some(300.0));
+        let learned = Learned {
+            capacity_per_replica: Some(13.5),
+            capacity_source: "learned",
+            startup_seconds: 254.0,
+            startup_source: "learned",
+        };
+        m.record_cycle(
+            &labels(),
+            &CycleReading {
+                learned: Some(learned),
+                ..reading(None)
+            },
+        );
+        assert_eq!(value(&m, "capacity_per_replica"), Some(13.5));
+        assert_eq!(value(&m, "startup_seconds"), Some(254.0));
+        // Under the guide's policy nothing is learned: NaN.
+        m.record_cycle(
+            &labels(),
+            &CycleReading {
+                learned: None,
+                ..reading(None)
+            },
+        );
+        assert!(value(&m, "capacity_per_replica").unwrap().is_nan());
+        assert!(value(&m, "startup_seconds").unwrap().is_nan());
         // A later cycle without a healthy target leaves the last timestamp.
         m.record_cycle(&labels(), &reading(None));
         assert_eq!(
@@ -613,6 +658,7 @@ mod tests {
                 decision: &step.decision,
                 last_healthy_unix_seconds: Some(1.0),
                 hindsight: Some(&comparison()),
+                learned: step.learned,
             },
         );
         m.decisions
@@ -667,6 +713,8 @@ mod tests {
             "# HELP vllm_keda_scaler_hindsight_static_replicas Smallest static fleet that would have served as much of the last day's demand as the autoscaled one (proactive policy's fluid model; NaN before half an hour and under the guide's policy).",
             "# HELP vllm_keda_scaler_hindsight_static_replica_hours_ratio That static fleet's replica-hours over the autoscaled fleet's, last day (below 1: the static fleet was cheaper; NaN while undefined).",
             "# HELP vllm_keda_scaler_hindsight_static_beats_ours 1 when some static fleet would have served at least 1 point more of the last day's demand with at most 97 % of the autoscaled fleet's replica-hours, 0 when none would have, NaN while undefined.",
+            "# HELP vllm_keda_scaler_capacity_per_replica Requests per second one replica serves within the SLO, as the proactive policy estimates it from this scaler pod's own history (the metadata's prior until observations move it; NaN under the guide's policy and before any estimate).",
+            "# HELP vllm_keda_scaler_startup_seconds Seconds from asking for a replica to it serving, as the proactive policy uses it (set, learned by this scaler pod, or the 300 s default; NaN under the guide's policy).",
             "# HELP vllm_keda_scaler_scrape_duration_seconds Wall time of one cycle's scrape of all targets.",
             "# HELP vllm_keda_scaler_rpc_duration_seconds gRPC handling time by method.",
             "# HELP vllm_keda_scaler_scaledobjects ScaledObjects with a running loop.",

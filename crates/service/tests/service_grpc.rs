@@ -452,6 +452,12 @@ async fn health_and_admin_routes() {
                 .is_some_and(serde_json::Value::is_null),
             "{detail}"
         );
+        // What the proactive policy (the default) has learned: nothing yet within a second, so
+        // no capacity estimate, and the start-up time is its default.
+        assert_eq!(detail["learned"]["capacity_source"], "none", "{detail}");
+        assert!(detail["learned"]["capacity_per_replica"].is_null(), "{detail}");
+        assert_eq!(detail["learned"]["startup_seconds"], 300.0, "{detail}");
+        assert_eq!(detail["learned"]["startup_source"], "default", "{detail}");
         let missing = get("/debug/scaledobjects/llm/nope").await.unwrap();
         assert_eq!(missing.status(), 404);
 
@@ -462,6 +468,8 @@ async fn health_and_admin_routes() {
             "vllm_keda_scaler_scrapes_total{namespace=\"llm\",scaledobject=\"admin\",result=\"ok\"}",
             "vllm_keda_scaler_rpc_duration_seconds_count{method=\"GetMetrics\"} 1",
             "vllm_keda_scaler_scaledobjects 1",
+            "vllm_keda_scaler_capacity_per_replica{namespace=\"llm\",scaledobject=\"admin\"} NaN",
+            "vllm_keda_scaler_startup_seconds{namespace=\"llm\",scaledobject=\"admin\"} 300",
             "vllm_keda_scaler_targets{namespace=\"llm\",scaledobject=\"admin\",health=\"healthy\"} 1",
         ] {
             assert!(text.contains(name), "missing {name}:\n{text}");

@@ -20,6 +20,7 @@ use crate::telemetry::{
 };
 use vllm_keda_core::Scaler;
 use vllm_keda_core::exposition::Limits;
+use vllm_keda_core::policy::proactive::Learned;
 use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 use vllm_keda_core::policy::{CurrentReplicas, Decision, ReplicaSource};
 use vllm_keda_core::scaler::{ScrapeRound, Step, TargetFailure, View};
@@ -444,6 +445,7 @@ impl Cycle {
             decision,
             view,
             hindsight,
+            learned,
         } = step;
 
         let healthy = targets.iter().filter(|t| t.healthy).count();
@@ -455,6 +457,7 @@ impl Cycle {
             &signals,
             &decision,
             hindsight.as_ref(),
+            learned,
             healthy,
             targets.len(),
         );
@@ -466,6 +469,7 @@ impl Cycle {
         self.status.signals = Some(signals);
         self.status.view = Some(view);
         self.status.hindsight = hindsight;
+        self.status.learned = learned;
         self.status.decision = Some(decision);
         // What KEDA is told from now on: full, partial-held or unavailable.
         let (answer, why) = self.status.answer_kind(Instant::now(), so.stale_after());
@@ -600,6 +604,7 @@ impl Cycle {
         signals: &FleetSignals,
         decision: &Decision,
         hindsight: Option<&StaticComparison>,
+        learned: Option<Learned>,
         healthy: usize,
         total: usize,
     ) {
@@ -612,6 +617,7 @@ impl Cycle {
                 decision,
                 last_healthy_unix_seconds: self.status.last_healthy_unix_seconds,
                 hindsight,
+                learned,
             },
         );
         for (health, n) in TARGET_HEALTH.into_iter().zip([healthy, total - healthy]) {

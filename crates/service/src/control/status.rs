@@ -8,6 +8,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::scale_target::{Replicas, ScaleTargetRef};
+use vllm_keda_core::policy::proactive::Learned;
 use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 use vllm_keda_core::policy::{CurrentReplicas, Decision, Reason, ReplicaSource};
 use vllm_keda_core::scaler::{Completeness, View};
@@ -112,6 +113,8 @@ pub struct Status {
     pub decision: Option<Decision>,
     /// The proactive policy's comparison with static fleets over the last day.
     pub hindsight: Option<StaticComparison>,
+    /// What the proactive policy has learned (`None` under the guide's policy).
+    pub learned: Option<Learned>,
     /// Distinct decisions, oldest first (bounded).
     pub history: VecDeque<DecisionRecord>,
     /// When the last cycle with at least one healthy target finished.

@@ -317,6 +317,20 @@ pub struct ProactiveConfig {
     pub served_completed: bool,
 }
 
+/// What the proactive policy has learned, as the scaler's gauges and `/debug` show it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Learned {
+    /// Requests per second one replica serves within the SLO (`None` before any estimate).
+    pub capacity_per_replica: Option<f64>,
+    /// Where the estimate stands: `learned` (observations moved it), `prior` (the metadata's
+    /// `capacity=R`, not moved yet) or `none`.
+    pub capacity_source: &'static str,
+    /// The start-up time in use, seconds.
+    pub startup_seconds: f64,
+    /// Where it comes from: `set` (`startup=S`), `learned` or `default`.
+    pub startup_source: &'static str,
+}
+
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -833,6 +847,29 @@ impl Proactive {
     /// The current capacity estimate (requests per second per replica within the SLO).
     pub fn capacity(&self) -> Option<f64> {
         self.capacity.value()
+    }
+
+    /// What this policy has learned from its own history: two scaler pods (or one that
+    /// restarted) learn separately, and this is what they may disagree on.
+    pub fn learned(&self) -> Learned {
+        Learned {
+            capacity_per_replica: self.capacity.value(),
+            capacity_source: if self.capacity.learned() {
+                "learned"
+            } else if self.capacity.value().is_some() {
+                "prior"
+            } else {
+                "none"
+            },
+            startup_seconds: self.horizon_seconds(),
+            startup_source: if self.config.startup_seconds.is_some() {
+                "set"
+            } else if self.startup_learned.is_some() {
+                "learned"
+            } else {
+                "default"
+            },
+        }
     }
 
     /// Under `tail=lighter`: moves light load's share of first tokens within the SLO when this

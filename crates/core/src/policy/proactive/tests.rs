@@ -2405,3 +2405,27 @@ fn under_scalein_steady_a_due_scale_in_waits_while_in_flight_requests_grow() {
         steady[waited].1.explanation
     );
 }
+
+#[test]
+fn what_the_policy_learned_names_its_sources() {
+    let fresh = Run::new("proactive", 1);
+    let l = fresh.proactive.learned();
+    assert_eq!((l.capacity_per_replica, l.capacity_source), (None, "none"));
+    assert_eq!((l.startup_seconds, l.startup_source), (300.0, "default"));
+    let set = Run::new("proactive; capacity=10; startup=240", 1);
+    let l = set.proactive.learned();
+    assert_eq!(
+        (l.capacity_per_replica, l.capacity_source),
+        (Some(10.0), "prior")
+    );
+    assert_eq!((l.startup_seconds, l.startup_source), (240.0, "set"));
+    // Two replicas serving 12 req/s each within the SLO for ten minutes: the estimate moves
+    // from the prior to what was served, and says it was learned.
+    let mut run = Run::new("proactive; capacity=10; startup=240", 2);
+    run.steady(600, &fleet(2, 24.0, 4.0));
+    let l = run.proactive.learned();
+    assert_eq!(
+        (l.capacity_per_replica, l.capacity_source),
+        (Some(12.0), "learned")
+    );
+}
