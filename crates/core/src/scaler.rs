@@ -46,7 +46,7 @@ use serde::Serialize;
 use crate::config::ScalerConfig;
 use crate::exposition::{self, ParseError};
 use crate::policy::proactive::hindsight::StaticComparison;
-use crate::policy::proactive::{Learned, Proactive};
+use crate::policy::proactive::{Learned, Persisted, Proactive};
 use crate::policy::{CurrentReplicas, Decision, Policy, PolicyConfig, PolicyState};
 use crate::signals::{
     FleetSignals, FleetWindow, GpuSnapshot, PodSnapshot, STALE_AFTER_INTERVALS, SignalSettings,
@@ -466,6 +466,20 @@ impl Scaler {
     /// What the proactive policy has learned (`None` under the guide's policy).
     pub fn learned(&self) -> Option<Learned> {
         self.proactive.as_ref().map(Proactive::learned)
+    }
+
+    /// What the next scaler pod serving this trigger may start from (`None` under the guide's
+    /// policy).
+    pub fn persisted(&self) -> Option<Persisted> {
+        self.proactive.as_ref().map(Proactive::persisted)
+    }
+
+    /// Starts the proactive policy from what an earlier pod learned for this trigger (nothing
+    /// under the guide's policy).
+    pub fn inherit(&mut self, p: &Persisted) {
+        if let Some(proactive) = self.proactive.as_mut() {
+            proactive.inherit(p);
+        }
     }
 
     /// The proactive policy's comparison with static fleets over the last day (`None` under

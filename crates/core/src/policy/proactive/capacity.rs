@@ -86,6 +86,8 @@ pub enum Source {
     ProbeBound(f64),
     /// The probe, stopped at the throughput per replica of a sustained breach (`breachcap`).
     BreachBound(f64),
+    /// Inherited from an earlier scaler pod's estimate for the same trigger, not moved since.
+    Inherited,
 }
 
 /// The running estimate of requests per second one replica serves within the SLO.
@@ -174,6 +176,26 @@ impl CapacityEstimate {
     /// The probe's bound as a multiple of the most known to be served (0: none).
     pub fn probe_cap(&self) -> f64 {
         self.probe_cap
+    }
+
+    /// Starts again from an estimate an earlier scaler pod learned for the same trigger:
+    /// `value`, and `verified`, the most it knew to be served (the probe's bound follows it).
+    /// Observations move it as they move any estimate; non-finite or non-positive values are
+    /// ignored.
+    pub fn inherit(&mut self, value: f64, verified: Option<f64>) {
+        if !(value.is_finite() && value > 0.0) {
+            return;
+        }
+        self.value = Some(value);
+        self.verified = verified
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .or(Some(value));
+        self.source = Source::Inherited;
+    }
+
+    /// The highest throughput per replica known to be served, once there is one.
+    pub fn verified(&self) -> Option<f64> {
+        self.verified
     }
 
     /// What last moved the estimate.

@@ -317,17 +317,31 @@ pub struct ProactiveConfig {
     pub served_completed: bool,
 }
 
+/// What a scaler pod keeps of the proactive policy's learning for the next pod serving the
+/// same trigger (a restarted one, or its peer): the capacity estimate with the most known to be
+/// served, and the start-up time when it was learned rather than set.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct Persisted {
+    /// The capacity estimate, requests per second per replica.
+    pub capacity_per_replica: Option<f64>,
+    /// The highest throughput per replica known to be served (the probe's bound follows it).
+    pub capacity_verified: Option<f64>,
+    /// The learned start-up time, seconds (`None` when set, or not learned yet).
+    pub startup_seconds: Option<f64>,
+}
+
 /// What the proactive policy has learned, as the scaler's gauges and `/debug` show it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Learned {
     /// Requests per second one replica serves within the SLO (`None` before any estimate).
     pub capacity_per_replica: Option<f64>,
     /// Where the estimate stands: `learned` (observations moved it), `prior` (the metadata's
-    /// `capacity=R`, not moved yet) or `none`.
+    /// `capacity=R`, not moved yet), `inherited` (an earlier pod's, not moved yet) or `none`.
     pub capacity_source: &'static str,
     /// The start-up time in use, seconds.
     pub startup_seconds: f64,
-    /// Where it comes from: `set` (`startup=S`), `learned` or `default`.
+    /// Where it comes from: `set` (`startup=S`), `learned`, `inherited` (an earlier pod's,
+    /// no start-up observed since) or `default`.
     pub startup_source: &'static str,
 }
 
@@ -743,6 +757,8 @@ pub struct Proactive {
     pending_ask: Option<(Duration, u32)>,
     /// The start-up time learned from answered asks, seconds.
     startup_learned: Option<f64>,
+    /// The learned start-up time came from an earlier pod and no ask has been seen since.
+    startup_inherited: bool,
     /// Under `startups=each`: when each replica still starting was asked for, oldest first.
     asks: VecDeque<Duration>,
     /// The ready replicas at the last decision.
@@ -819,6 +835,7 @@ impl Proactive {
             floor: PeakFloor::default(),
             pending_ask: None,
             startup_learned: None,
+            startup_inherited: false,
             asks: VecDeque::new(),
             last_ready: None,
             startups_seen: 0,
@@ -849,12 +866,41 @@ impl Proactive {
         self.capacity.value()
     }
 
+    /// What the next scaler pod serving this trigger may start from ([`Self::inherit`]).
+    pub fn persisted(&self) -> Persisted {
+        Persisted {
+            capacity_per_replica: self.capacity.value(),
+            capacity_verified: self.capacity.verified(),
+            startup_seconds: self
+                .startup_learned
+                .filter(|_| self.config.startup_seconds.is_none()),
+        }
+    }
+
+    /// Starts from what an earlier scaler pod learned for the same trigger: its capacity
+    /// estimate (observations move it as any estimate), and its learned start-up time unless
+    /// `startup=S` sets one (later asks blend in as they do into a learned one). Values that
+    /// are not finite and positive are ignored.
+    pub fn inherit(&mut self, p: &Persisted) {
+        if let Some(c) = p.capacity_per_replica {
+            self.capacity.inherit(c, p.capacity_verified);
+        }
+        if self.config.startup_seconds.is_none()
+            && let Some(s) = p.startup_seconds.filter(|s| s.is_finite() && *s > 0.0)
+        {
+            self.startup_learned = Some(s);
+            self.startup_inherited = true;
+        }
+    }
+
     /// What this policy has learned from its own history: two scaler pods (or one that
     /// restarted) learn separately, and this is what they may disagree on.
     pub fn learned(&self) -> Learned {
         Learned {
             capacity_per_replica: self.capacity.value(),
-            capacity_source: if self.capacity.learned() {
+            capacity_source: if self.capacity.source() == Source::Inherited {
+                "inherited"
+            } else if self.capacity.learned() {
                 "learned"
             } else if self.capacity.value().is_some() {
                 "prior"
@@ -864,6 +910,8 @@ impl Proactive {
             startup_seconds: self.horizon_seconds(),
             startup_source: if self.config.startup_seconds.is_some() {
                 "set"
+            } else if self.startup_inherited {
+                "inherited"
             } else if self.startup_learned.is_some() {
                 "learned"
             } else {
@@ -1732,6 +1780,7 @@ impl Proactive {
                 let weight = 1.0 / f64::from(self.startups_seen.min(STARTUP_EACH_WINDOW));
                 let s = self.startup_learned.unwrap_or(sample);
                 self.startup_learned = Some(s + weight * (sample - s));
+                self.startup_inherited = false;
             }
             return;
         }
@@ -1743,6 +1792,7 @@ impl Proactive {
                 Some(s) => 0.7 * s + 0.3 * sample,
                 None => sample,
             });
+            self.startup_inherited = false;
             self.pending_ask = None;
         }
     }
@@ -1778,6 +1828,7 @@ fn explain(
         num(cap),
         match est.source() {
             Source::Prior => "prior".to_owned(),
+            Source::Inherited => "inherited from an earlier scaler pod".to_owned(),
             Source::Served => "learned".to_owned(),
             Source::Saturated(x) => format!(
                 "learned: {} of the {} req/s per replica a saturated fleet served",

@@ -2429,3 +2429,70 @@ fn what_the_policy_learned_names_its_sources() {
         (Some(12.0), "learned")
     );
 }
+
+#[test]
+fn a_new_pod_starts_from_what_an_earlier_one_persisted() {
+    // An earlier pod served 12 req/s per replica within the SLO, then saw a queue that broke the
+    // TTFT SLO (which corrects its estimate) and learned a start-up time from its asks.
+    let mut earlier = Run::new("proactive", 2);
+    earlier.steady(600, &fleet(2, 24.0, 4.0));
+    let mut ask = fleet(2, 24.0, 4.0);
+    ask.fleet.queue_depth = 40.0;
+    ask.fleet.ttft_seconds.p95 = Some(3.0);
+    let mut asked_at = None;
+    for t in (602..=1_400).step_by(2) {
+        let ready = if asked_at.is_some_and(|a| t >= a + 240) {
+            3
+        } else {
+            2
+        };
+        let d = earlier.at(
+            t,
+            &FleetSignals {
+                pods_healthy: ready,
+                pods_total: ready,
+                ..ask.clone()
+            },
+        );
+        if asked_at.is_none() && d.target_replicas > 2 {
+            asked_at = Some(t);
+        }
+    }
+    let persisted = earlier.proactive.persisted();
+    assert_eq!(persisted.capacity_per_replica, earlier.proactive.capacity());
+    assert!(persisted.capacity_verified.is_some(), "{persisted:?}");
+    let startup = persisted
+        .startup_seconds
+        .expect("a start-up time was learned");
+    // A fresh pod has no estimate; one that inherits starts from the earlier pod's, and says
+    // where it came from.
+    let mut fresh = Run::new("proactive", 2);
+    assert_eq!(fresh.proactive.learned().capacity_source, "none");
+    fresh.proactive.inherit(&persisted);
+    let l = fresh.proactive.learned();
+    assert_eq!(l.capacity_per_replica, persisted.capacity_per_replica);
+    assert_eq!(
+        (l.capacity_source, l.startup_source),
+        ("inherited", "inherited")
+    );
+    assert_eq!(l.startup_seconds, startup);
+    let d = fresh.at(0, &fleet(2, 24.0, 4.0));
+    assert!(
+        d.explanation
+            .contains("per replica (inherited from an earlier scaler pod)"),
+        "{}",
+        d.explanation
+    );
+    // A start-up time set in the metadata is not replaced, and junk is ignored.
+    let mut set = Run::new("proactive; startup=120", 2);
+    set.proactive.inherit(&persisted);
+    assert_eq!(set.proactive.learned().startup_seconds, 120.0);
+    let mut junk = Run::new("proactive", 2);
+    junk.proactive.inherit(&Persisted {
+        capacity_per_replica: Some(f64::NAN),
+        capacity_verified: None,
+        startup_seconds: Some(-1.0),
+    });
+    let l = junk.proactive.learned();
+    assert_eq!((l.capacity_source, l.startup_source), ("none", "default"));
+}
