@@ -133,6 +133,26 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) kube_api: KubeApiArg,
 
+    /// Keep the proactive policy's learning (capacity per replica, a learned start-up time) in
+    /// this ConfigMap (NAMESPACE/NAME, which must exist; needs --kube-api and `get` and `patch`
+    /// on it), so a scaler pod that starts begins from what another pod learned for the same
+    /// trigger. Unset: every pod learns from nothing.
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_LEARNED_STATE_CONFIGMAP",
+        value_parser = vllm_keda_service::learned_store::parse_location
+    )]
+    pub(crate) learned_state_configmap: Option<(String, String)>,
+
+    /// Seconds between writes of a trigger's learning to --learned-state-configmap.
+    #[arg(
+        long,
+        env = "VLLM_KEDA_SCALER_LEARNED_STATE_WRITE_SECONDS",
+        default_value = "300",
+        value_parser = parse_seconds
+    )]
+    pub(crate) learned_state_write_seconds: Duration,
+
     /// Scrape only addresses inside these ranges (comma-separated CIDRs, like
     /// 10.0.0.0/8,fd00::/8). A range that names part of a built-in refusal (loopback,
     /// link-local, cloud metadata) opens that part: 127.0.0.0/8 allows loopback. Checked on the
@@ -334,6 +354,9 @@ impl From<ServeArgs> for ServeConfig {
                 _ => None,
             },
             kube_api: args.kube_api.settings(),
+            learned_state: args
+                .learned_state_configmap
+                .map(|(namespace, name)| (namespace, name, args.learned_state_write_seconds)),
             release_memory: Some(vllm_keda_allocator::release_free_memory),
             ..ServeOptions::default()
         };

@@ -29,7 +29,8 @@ use axum::routing::get;
 use serde::Serialize;
 
 use crate::control::{
-    AnswerKind, DecisionRecord, LoopRegistry, ScaleTargetStatus, ScaledObject, TargetHealth,
+    AnswerKind, DecisionRecord, LearnedStateStatus, LoopRegistry, ScaleTargetStatus, ScaledObject,
+    TargetHealth,
 };
 use vllm_keda_core::config::{ScalerConfig, TargetSource};
 use vllm_keda_core::policy::CurrentReplicas;
@@ -469,6 +470,9 @@ struct Detail {
     /// replica and the start-up time, each with its source (`null` under the guide's policy).
     /// Each scaler pod learns separately, and a restarted one starts over.
     learned: Option<Learned>,
+    /// Where the learning is kept across pods and restarts, what the loop inherited from it,
+    /// and its last write (`null` without `--learned-state-configmap`).
+    learned_state: Option<LearnedStateStatus>,
     last_healthy_unix_seconds: Option<f64>,
     idle_seconds: f64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -603,6 +607,7 @@ fn trigger_detail(so: &ScaledObject) -> Detail {
             comparison,
         }),
         learned: status.learned,
+        learned_state: status.learned_state.clone(),
         last_healthy_unix_seconds: status.last_healthy_unix_seconds,
         idle_seconds: so.idle_for().as_secs_f64(),
         other_triggers: Vec::new(),

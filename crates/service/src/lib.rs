@@ -21,6 +21,7 @@ pub mod control;
 pub mod discovery;
 pub mod grpc;
 pub mod http;
+pub mod learned_store;
 pub mod scale_target;
 pub mod scrape;
 pub mod serve;

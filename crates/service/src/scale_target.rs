@@ -83,6 +83,11 @@ pub struct Replicas {
 pub struct ScaleReadError(pub String);
 
 impl KubeClient {
+    /// The connected client, for the other readers of the API in this crate.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Connects as `api` says; `None` for [`KubeApi::Off`], and for [`KubeApi::Auto`] outside
     /// a cluster (or when the in-cluster configuration cannot be read, which is logged).
     pub async fn connect(api: &KubeApi) -> anyhow::Result<Option<Self>> {
@@ -235,7 +240,7 @@ fn target_ref(object: &serde_json::Value) -> Result<ScaleTargetRef, String> {
 }
 
 /// An API error as a message naming what was read and, for a refusal, the permission needed.
-fn read_error(what: &str, resource: &str, error: kube::Error) -> ScaleReadError {
+pub(crate) fn read_error(what: &str, resource: &str, error: kube::Error) -> ScaleReadError {
     let message = match &error {
         kube::Error::Api(status) if status.code == 403 => format!(
             "reading {what}: forbidden ({}); grant the scaler's service account `get` on \

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::control::{ControlOptions, LoopRegistry};
 use crate::grpc::ScalerService;
 use crate::http::{AdminOptions, AdminState, IdleTimeout};
+use crate::learned_store::LearnedStore;
 use crate::proto::external_scaler_server::ExternalScalerServer;
 use crate::scale_target::{KubeApi, KubeClient};
 use crate::scrape::OwnListener;
@@ -41,6 +42,9 @@ pub struct ServeOptions {
     /// How to reach the Kubernetes API for the scale targets' replicas ([`KubeApi::Off`] by
     /// default).
     pub kube_api: KubeApi,
+    /// Keep the proactive policy's learning in this ConfigMap (namespace, name), written at
+    /// this interval (`--learned-state-configmap`; needs the Kubernetes API).
+    pub learned_state: Option<(String, String, Duration)>,
     /// The admin port's `/debug` access and connection timeouts.
     pub admin: AdminOptions,
     /// Serve the admin port over TLS with [`ServeOptions::tls`]'s files (`--admin-tls`); with a
@@ -130,6 +134,7 @@ impl Default for ServeOptions {
             tls: None,
             // The library's default never reaches for a cluster; `serve` defaults to `auto`.
             kube_api: KubeApi::Off,
+            learned_state: None,
             admin: AdminOptions::default(),
             admin_tls: false,
             grpc_max_streams_per_connection: DEFAULT_GRPC_MAX_STREAMS_PER_CONNECTION,
@@ -239,6 +244,16 @@ pub async fn start(
     let mut control = options.control.clone();
     if control.kube.is_none() {
         control.kube = KubeClient::connect(&options.kube_api).await?;
+    }
+    if let Some((namespace, name, write_every)) = options.learned_state.clone() {
+        let Some(client) = control.kube.clone() else {
+            anyhow::bail!(
+                "--learned-state-configmap {namespace}/{name} keeps the learning in the \
+                 Kubernetes API, and there is none: run in a pod with --kube-api auto or \
+                 in-cluster, or give --kube-api kubeconfig"
+            );
+        };
+        control.learned_store = Some(LearnedStore::new(client, namespace, name, write_every));
     }
     let shutdown = CancellationToken::new();
     // The scaler never scrapes its own ports, whatever a ScaledObject says.

@@ -3,16 +3,19 @@
 //! metrics.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::status::{AnswerKind, ScaleTargetStatus, Status, TargetHealth, reason_label};
+use super::status::{
+    AnswerKind, LearnedStateStatus, ScaleTargetStatus, Status, TargetHealth, reason_label,
+};
 use super::{Deregister, ScaledObject};
 use crate::discovery::{self, HostsFileResolver, Resolver, SystemResolver};
-use crate::scale_target::{KubeClient, Replicas, ScaleReadError, ScaleTargetRef};
+use crate::learned_store::{self, LearnedStore, Record};
+use crate::scale_target::{API_TIMEOUT, KubeClient, Replicas, ScaleReadError, ScaleTargetRef};
 use crate::scrape::{ScrapeError, ScrapeOutcome, ScrapeResult, ScrapeSettings, Scraper};
 use crate::telemetry::{
     CycleReading, HealthLabels, Metrics, ReasonLabels, ResultLabels, ScaledObjectLabels,
@@ -20,8 +23,8 @@ use crate::telemetry::{
 };
 use vllm_keda_core::Scaler;
 use vllm_keda_core::exposition::Limits;
-use vllm_keda_core::policy::proactive::Learned;
 use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
+use vllm_keda_core::policy::proactive::{Learned, Persisted};
 use vllm_keda_core::policy::{CurrentReplicas, Decision, ReplicaSource};
 use vllm_keda_core::scaler::{ScrapeRound, Step, TargetFailure, View};
 use vllm_keda_core::signals::FleetSignals;
@@ -215,6 +218,141 @@ struct Cycle {
     reasons_seen: BTreeSet<String>,
     /// The scale target's reader, when the scaler reaches a Kubernetes API.
     scale: Option<ScaleWatch>,
+    /// Where the proactive policy's learning is kept (`--learned-state-configmap`).
+    learned: Option<LearnedWatch>,
+}
+
+/// Reads a trigger's kept learning once, on the loop's first cycle (beside its scrape, so the
+/// first answer waits no longer), and writes the loop's own every [`LearnedStore::write_every`]
+/// once its policy has learned something itself.
+struct LearnedWatch {
+    store: LearnedStore,
+    key: String,
+    read_done: bool,
+    /// Read but not yet given to the policy.
+    inherit: Option<Persisted>,
+    last_write: Option<Instant>,
+    /// The outcome of the write in flight, set by its task.
+    written: Arc<Mutex<Option<Result<f64, String>>>>,
+    status: LearnedStateStatus,
+}
+
+impl LearnedWatch {
+    fn new(store: LearnedStore, key: &super::Key) -> Self {
+        let k = learned_store::key(&key.namespace, &key.name, key.trigger);
+        Self {
+            status: LearnedStateStatus {
+                configmap: format!("{}/{}", store.namespace, store.name),
+                key: k.clone(),
+                ..LearnedStateStatus::default()
+            },
+            store,
+            key: k,
+            read_done: false,
+            inherit: None,
+            last_write: None,
+            written: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The first time: reads the trigger's record, bounded by `timeout`.
+    async fn read_once(&mut self, timeout: Duration) {
+        if std::mem::replace(&mut self.read_done, true) {
+            return;
+        }
+        let found = match tokio::time::timeout(timeout, self.store.read(&self.key)).await {
+            Err(_) => Err(format!(
+                "reading ConfigMap {}: no answer within {timeout:?}; this loop learns from nothing",
+                self.status.configmap
+            )),
+            Ok(result) => result,
+        };
+        self.status.read = Some(match found {
+            Err(error) => error,
+            Ok(None) => "nothing kept for this trigger yet: it learns from nothing".to_owned(),
+            Ok(Some(record)) => {
+                let age = since_epoch().as_secs_f64() - record.written_unix_seconds;
+                if !age.is_finite() || age > learned_store::MAX_AGE.as_secs_f64() {
+                    format!(
+                        "the kept record is {:.1} h old (at most {} h is inherited): it learns \
+                         from nothing",
+                        age / 3600.0,
+                        learned_store::MAX_AGE.as_secs() / 3600
+                    )
+                } else {
+                    self.inherit = Some(record.persisted);
+                    let p = record.persisted;
+                    format!(
+                        "inherited a record written {age:.0} s ago: capacity {} req/s per \
+                         replica, start-up {}",
+                        p.capacity_per_replica
+                            .map_or("none".to_owned(), |c| format!("{c:.2}")),
+                        p.startup_seconds
+                            .map_or("not learned".to_owned(), |s| format!("{s:.0} s")),
+                    )
+                }
+            }
+        });
+        tracing::info!(
+            configmap = %self.status.configmap,
+            key = %self.key,
+            read = self.status.read.as_deref().unwrap_or_default(),
+            "learned state read"
+        );
+    }
+
+    /// Takes in the last write's outcome and, when one is due and the policy has learned its
+    /// own capacity estimate (not only inherited or been given one), writes it in the
+    /// background.
+    fn write_when_due(&mut self, scaler: Option<&Scaler>) {
+        if let Some(outcome) = self.written.lock().ok().and_then(|mut w| w.take()) {
+            match outcome {
+                Ok(unix) => {
+                    self.status.written_unix_seconds = Some(unix);
+                    self.status.write_error = None;
+                }
+                Err(error) => {
+                    tracing::warn!(configmap = %self.status.configmap, key = %self.key, error = %error, "learned state not written");
+                    self.status.write_error = Some(error);
+                }
+            }
+        }
+        if self
+            .last_write
+            .is_some_and(|at| at.elapsed() < self.store.write_every)
+        {
+            return;
+        }
+        let Some(scaler) = scaler else { return };
+        if scaler
+            .learned()
+            .is_none_or(|l| l.capacity_source != "learned")
+        {
+            return;
+        }
+        let Some(persisted) = scaler.persisted() else {
+            return;
+        };
+        self.last_write = Some(Instant::now());
+        let record = Record {
+            persisted,
+            written_unix_seconds: since_epoch().as_secs_f64(),
+        };
+        let (store, key, written) = (self.store.clone(), self.key.clone(), self.written.clone());
+        tokio::spawn(async move {
+            let outcome = match tokio::time::timeout(API_TIMEOUT, store.write(&key, &record)).await
+            {
+                Ok(Ok(())) => Ok(record.written_unix_seconds),
+                Ok(Err(error)) => Err(error),
+                Err(_) => Err(format!(
+                    "writing the learned state: no answer within {API_TIMEOUT:?}"
+                )),
+            };
+            if let Ok(mut w) = written.lock() {
+                *w = Some(outcome);
+            }
+        });
+    }
 }
 
 /// Reads one ScaledObject's scale target through the Kubernetes API, at most every
@@ -328,6 +466,11 @@ impl Cycle {
                 replicas_at: None,
                 status: ScaleTargetStatus::default(),
             }),
+            learned: so
+                .options
+                .learned_store
+                .clone()
+                .map(|store| LearnedWatch::new(store, &so.key)),
         }
     }
 
@@ -366,15 +509,26 @@ impl Cycle {
 
         let started = Instant::now();
         let timeout = scrape_timeout(config.scrape_interval);
-        let (results, gpu_results, ()) = tokio::join!(
+        let (results, gpu_results, (), ()) = tokio::join!(
             self.scraper.scrape_all(&self.urls),
             self.scraper.scrape_all(&self.gpu_urls),
             async {
                 if let Some(scale) = self.scale.as_mut() {
                     scale.refresh(&so.key, timeout).await;
                 }
+            },
+            async {
+                if let Some(learned) = self.learned.as_mut() {
+                    learned.read_once(timeout).await;
+                }
             }
         );
+        // What an earlier pod learned for this trigger, before this cycle decides.
+        if let Some(p) = self.learned.as_mut().and_then(|l| l.inherit.take())
+            && let Some(scaler) = self.scaler.as_mut()
+        {
+            scaler.inherit(&p);
+        }
         self.metrics
             .scrape_duration_seconds
             .get_or_create(&self.labels)
@@ -471,6 +625,10 @@ impl Cycle {
         self.status.hindsight = hindsight;
         self.status.learned = learned;
         self.status.decision = Some(decision);
+        if let Some(learned) = self.learned.as_mut() {
+            learned.write_when_due(self.scaler.as_ref());
+            self.status.learned_state = Some(learned.status.clone());
+        }
         // What KEDA is told from now on: full, partial-held or unavailable.
         let (answer, why) = self.status.answer_kind(Instant::now(), so.stale_after());
         if let Some(decision) = self.status.decision.clone() {

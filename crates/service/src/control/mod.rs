@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use status::{
-    AnswerKind, DecisionRecord, ScaleTargetStatus, Status, TargetHealth, Unavailable, reason_label,
+    AnswerKind, DecisionRecord, LearnedStateStatus, ScaleTargetStatus, Status, TargetHealth,
+    Unavailable, reason_label,
 };
 
 use crate::telemetry::Metrics;
@@ -147,6 +148,8 @@ pub struct ControlOptions {
     /// Read each ScaledObject's scale target through this Kubernetes API client (`None`: no
     /// API; the policy holds at least the observed pods).
     pub kube: Option<crate::scale_target::KubeClient>,
+    /// Where loops keep and find the proactive policy's learning (`--learned-state-configmap`).
+    pub learned_store: Option<crate::learned_store::LearnedStore>,
     /// Read the scale target at most this often per loop.
     pub kube_refresh: Duration,
     /// Run the loops (scraping and parsing) on this runtime instead of the caller's, so RPCs
@@ -176,6 +179,7 @@ impl Default for ControlOptions {
             history_len: 32,
             hosts_file: None,
             kube: None,
+            learned_store: None,
             kube_refresh: Duration::from_secs(5),
             loop_runtime: None,
             scrape: crate::scrape::ScrapeSettings::default(),

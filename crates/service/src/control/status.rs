@@ -63,6 +63,23 @@ pub struct ScaleTargetStatus {
     pub error: Option<String>,
 }
 
+/// The proactive policy's learning kept in a ConfigMap (`--learned-state-configmap`), as
+/// `/debug` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LearnedStateStatus {
+    /// `NAMESPACE/NAME` of the ConfigMap.
+    pub configmap: String,
+    /// This trigger's key in it.
+    pub key: String,
+    /// What the read at the loop's start found: what was inherited, that nothing was kept,
+    /// that the record was too old, or why the read failed (`None` before it finished).
+    pub read: Option<String>,
+    /// Unix time of the last successful write.
+    pub written_unix_seconds: Option<f64>,
+    /// Why the latest write failed (`None` after a success).
+    pub write_error: Option<String>,
+}
+
 /// What KEDA is told, as `/debug` and the decision log name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -115,6 +132,8 @@ pub struct Status {
     pub hindsight: Option<StaticComparison>,
     /// What the proactive policy has learned (`None` under the guide's policy).
     pub learned: Option<Learned>,
+    /// Where that learning is kept (`None` without `--learned-state-configmap`).
+    pub learned_state: Option<LearnedStateStatus>,
     /// Distinct decisions, oldest first (bounded).
     pub history: VecDeque<DecisionRecord>,
     /// When the last cycle with at least one healthy target finished.

@@ -1,0 +1,182 @@
+//! The proactive policy's learning kept in a ConfigMap, so a scaler pod that starts (after a
+//! restart, a rollout, or beside its peer) begins from what another pod learned for the same
+//! trigger instead of from nothing (`--learned-state-configmap NAMESPACE/NAME`).
+//!
+//! Owns: the ConfigMap's key for a trigger (`NAMESPACE.SCALEDOBJECT.TRIGGER`, the trigger id
+//! being a hash of the whole metadata, so changed metadata starts afresh), the record kept
+//! under it (the core's [`Persisted`] and when it was written), reading it and writing it with
+//! a merge patch. Does not own: when a loop reads or writes ([`crate::control`]), or what the
+//! policy does with it (the core's `Scaler::inherit`).
+//!
+//! Needs `get` and `patch` on that one ConfigMap (`resourceNames`), which must exist; without
+//! them each loop starts from nothing, as without the flag, and says why in `/debug`.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde::{Deserialize, Serialize};
+use vllm_keda_core::policy::proactive::Persisted;
+
+use crate::scale_target::{KubeClient, read_error};
+
+/// A record older than this is not inherited: the fleet it describes may have changed.
+pub const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+
+/// Where the learning is kept and how often a loop writes it.
+#[derive(Debug, Clone)]
+pub struct LearnedStore {
+    client: KubeClient,
+    /// The ConfigMap's namespace.
+    pub namespace: String,
+    /// The ConfigMap's name.
+    pub name: String,
+    /// How often a loop writes its learning.
+    pub write_every: Duration,
+}
+
+/// What is kept under a trigger's key.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The learning.
+    #[serde(flatten)]
+    pub persisted: Persisted,
+    /// When it was written, Unix seconds.
+    pub written_unix_seconds: f64,
+}
+
+/// Parses `NAMESPACE/NAME` (both DNS-1123 names), for `--learned-state-configmap`.
+pub fn parse_location(value: &str) -> Result<(String, String), String> {
+    let dns = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    match value.split_once('/') {
+        Some((ns, name)) if dns(ns) && dns(name) => Ok((ns.to_owned(), name.to_owned())),
+        _ => Err(format!(
+            "{value:?} is not NAMESPACE/NAME of a ConfigMap (lowercase letters, digits, '-' and \
+             '.'), for example keda/vllm-keda-scaler-learned"
+        )),
+    }
+}
+
+/// The key of one trigger's record.
+pub fn key(namespace: &str, scaledobject: &str, trigger: impl std::fmt::Display) -> String {
+    format!("{namespace}.{scaledobject}.{trigger}")
+}
+
+impl LearnedStore {
+    /// A store in the ConfigMap `namespace/name`, written every `write_every`.
+    pub fn new(client: KubeClient, namespace: String, name: String, write_every: Duration) -> Self {
+        Self {
+            client,
+            namespace,
+            name,
+            write_every,
+        }
+    }
+
+    fn api(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.client().clone(), &self.namespace)
+    }
+
+    fn what(&self) -> String {
+        format!("ConfigMap {}/{}", self.namespace, self.name)
+    }
+
+    /// The record under `key`, if there is one. A value that is not a record is an error that
+    /// names the key (and never repeats the value).
+    pub async fn read(&self, key: &str) -> Result<Option<Record>, String> {
+        let map = self
+            .api()
+            .get(&self.name)
+            .await
+            .map_err(|e| read_error(&self.what(), "configmaps", e).0)?;
+        let Some(value) = map.data.as_ref().and_then(|d| d.get(key)) else {
+            return Ok(None);
+        };
+        serde_json::from_str(value).map(Some).map_err(|e| {
+            format!(
+                "reading {}: the value under {key} is not a learned-state record ({}); \
+                 delete the key, and the next write replaces it",
+                self.what(),
+                e.classify_name()
+            )
+        })
+    }
+
+    /// Writes `record` under `key` (a merge patch: other keys stay).
+    pub async fn write(&self, key: &str, record: &Record) -> Result<(), String> {
+        let value = serde_json::to_string(record).map_err(|e| e.to_string())?;
+        let patch = serde_json::json!({ "data": { key: value } });
+        self.api()
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                let message = read_error(&self.what(), "configmaps", e).0;
+                // The same mapping as reads, worded for a write.
+                message
+                    .replacen("reading ", "writing ", 1)
+                    .replace("`get` on configmaps", "`get` and `patch` on configmaps")
+            })
+    }
+}
+
+/// The name serde_json gives an error's class, without its position or the input.
+trait Classify {
+    fn classify_name(&self) -> &'static str;
+}
+
+impl Classify for serde_json::Error {
+    fn classify_name(&self) -> &'static str {
+        match self.classify() {
+            serde_json::error::Category::Io => "an I/O error",
+            serde_json::error::Category::Syntax => "not JSON",
+            serde_json::error::Category::Data => "JSON of another shape",
+            serde_json::error::Category::Eof => "JSON cut short",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_location_is_namespace_and_name() {
+        assert_eq!(
+            parse_location("keda/vllm-keda-scaler-learned"),
+            Ok(("keda".into(), "vllm-keda-scaler-learned".into()))
+        );
+        for bad in [
+            "keda", "/x", "keda/", "Keda/x", "keda/x/y", "keda/-x", "keda/x_y",
+        ] {
+            let err = parse_location(bad).unwrap_err();
+            assert!(err.contains("NAMESPACE/NAME"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_record_reads_back_and_names_its_fields() {
+        let record = Record {
+            persisted: Persisted {
+                capacity_per_replica: Some(13.5),
+                capacity_verified: Some(9.0),
+                startup_seconds: Some(254.0),
+            },
+            written_unix_seconds: 1_764_800_000.0,
+        };
+        let text = serde_json::to_string(&record).unwrap();
+        assert_eq!(
+            text,
+            r#"{"capacity_per_replica":13.5,"capacity_verified":9.0,"startup_seconds":254.0,"written_unix_seconds":1764800000.0}"#
+        );
+        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), record);
+        assert_eq!(key("llm", "chat", "00ff"), "llm.chat.00ff");
+    }
+}

@@ -1,0 +1,487 @@
+//! The proactive policy's learning kept in a ConfigMap (`--learned-state-configmap`): a scaler
+//! that starts finds what an earlier pod learned for the same trigger and starts from it, and
+//! a loop's learning is written back with a merge patch. No cluster is available here, so the
+//! API's JSON for a `v1` ConfigMap (GET, and PATCH with `application/merge-patch+json`) is
+//! served by a test HTTP server on loopback, reached through a kubeconfig that points at it, as
+//! the scaler reaches a real API server.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::IntoResponse;
+use tokio::net::TcpListener;
+use vllm_keda_core::policy::proactive::Persisted;
+use vllm_keda_service::control::trigger_id;
+use vllm_keda_service::learned_store::{self, LearnedStore, Record};
+use vllm_keda_service::proto::external_scaler_client::ExternalScalerClient;
+use vllm_keda_service::proto::{GetMetricsRequest, ScaledObjectRef};
+use vllm_keda_service::scale_target::{KubeApi, KubeClient};
+use vllm_keda_service::serve::{self, ServeOptions};
+
+const IDLE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../data/fixtures/vllm-v1-idle.prom"
+));
+const CONFIGMAP: &str = "/api/v1/namespaces/keda/configmaps/vllm-keda-scaler-learned";
+
+async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within 30 s"))
+}
+
+/// The ConfigMap's data, and each request's method, path and content type.
+type Data = Arc<Mutex<Option<BTreeMap<String, String>>>>;
+type Requests = Arc<Mutex<Vec<(Method, String, Option<String>)>>>;
+
+/// The test API server: the one ConfigMap (absent while its data is `None`), answered as the
+/// API server answers GET and a JSON merge PATCH on it; 404 for every other path.
+struct ApiServer {
+    data: Data,
+    requests: Requests,
+    kubeconfig: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn configmap(data: &BTreeMap<String, String>) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "vllm-keda-scaler-learned",
+            "namespace": "keda",
+            "uid": "7a1c5e0f-2b1d-4c8e-9f3a-6d2e8b4c1a57",
+            "resourceVersion": "90211",
+            "creationTimestamp": "2026-11-30T10:00:00Z"
+        },
+        "data": data
+    })
+}
+
+fn not_found() -> (StatusCode, serde_json::Value) {
+    (
+        StatusCode::NOT_FOUND,
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": "the server could not find the requested resource",
+            "reason": "NotFound", "code": 404}),
+    )
+}
+
+impl ApiServer {
+    async fn start(data: Option<BTreeMap<String, String>>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let data: Data = Arc::new(Mutex::new(data));
+        let requests: Requests = Arc::default();
+        let app = axum::Router::new()
+            .fallback(
+                |State((data, requests)): State<(Data, Requests)>,
+                 method: Method,
+                 uri: Uri,
+                 headers: HeaderMap,
+                 body: Bytes| async move {
+                    let kind = headers
+                        .get("content-type")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    requests
+                        .lock()
+                        .unwrap()
+                        .push((method.clone(), uri.path().to_owned(), kind));
+                    let mut stored = data.lock().unwrap();
+                    let (code, json) = match (uri.path() == CONFIGMAP, stored.as_mut()) {
+                        (true, Some(map)) if method == Method::GET => {
+                            (StatusCode::OK, configmap(map))
+                        }
+                        (true, Some(map)) if method == Method::PATCH => {
+                            // A JSON merge patch of `data`: keys set, null deletes.
+                            let patch: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                            for (k, v) in patch["data"].as_object().unwrap() {
+                                match v.as_str() {
+                                    Some(s) => map.insert(k.clone(), s.to_owned()),
+                                    None => map.remove(k),
+                                };
+                            }
+                            (StatusCode::OK, configmap(map))
+                        }
+                        _ => not_found(),
+                    };
+                    (code, axum::Json(json)).into_response()
+                },
+            )
+            .with_state((data.clone(), requests.clone()));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: http://{addr}\n\
+                 contexts:\n- name: test\n  context:\n    cluster: test\n    user: scaler\n    namespace: keda\n\
+                 current-context: test\nusers:\n- name: scaler\n  user:\n    token: test-token\n"
+            ),
+        )
+        .unwrap();
+        Self {
+            data,
+            requests,
+            kubeconfig,
+            _dir: dir,
+        }
+    }
+
+    async fn store(&self) -> LearnedStore {
+        let client = KubeClient::connect(&KubeApi::Kubeconfig(self.kubeconfig.clone()))
+            .await
+            .unwrap()
+            .expect("a client for an explicit kubeconfig");
+        LearnedStore::new(
+            client,
+            "keda".into(),
+            "vllm-keda-scaler-learned".into(),
+            Duration::from_secs(1),
+        )
+    }
+}
+
+fn record(capacity: f64, startup: f64, age: Duration) -> Record {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    Record {
+        persisted: Persisted {
+            capacity_per_replica: Some(capacity),
+            capacity_verified: Some(capacity / 1.5),
+            startup_seconds: Some(startup),
+        },
+        written_unix_seconds: now.saturating_sub(age).as_secs_f64(),
+    }
+}
+
+#[tokio::test]
+async fn a_record_is_written_with_a_merge_patch_and_read_back() {
+    within("a write and a read", async {
+        let others = BTreeMap::from([("llm.other.0000000000000001".to_owned(), "{}".to_owned())]);
+        let api = ApiServer::start(Some(others)).await;
+        let store = api.store().await;
+        assert_eq!(store.read("llm.chat.00ff").await, Ok(None));
+        let r = record(13.5, 254.0, Duration::ZERO);
+        store.write("llm.chat.00ff", &r).await.unwrap();
+        assert_eq!(store.read("llm.chat.00ff").await, Ok(Some(r)));
+        // The other trigger's key stays: a merge patch, not a replacement.
+        let data = api.data.lock().unwrap().clone().unwrap();
+        assert_eq!(data.len(), 2, "{data:?}");
+        let patch = api
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(m, _, _)| m == Method::PATCH)
+            .cloned()
+            .unwrap();
+        assert_eq!(patch.1, CONFIGMAP);
+        assert_eq!(patch.2.as_deref(), Some("application/merge-patch+json"));
+        // A value that is not a record names the key and does not repeat the value.
+        api.data
+            .lock()
+            .unwrap()
+            .as_mut()
+            .unwrap()
+            .insert("llm.chat.00ff".into(), "secret-ish {not json".into());
+        let error = store.read("llm.chat.00ff").await.unwrap_err();
+        assert!(error.contains("llm.chat.00ff"), "{error}");
+        assert!(error.contains("not JSON"), "{error}");
+        assert!(!error.contains("secret-ish"), "{error}");
+        // A ConfigMap that does not exist: the read says so, naming it.
+        *api.data.lock().unwrap() = None;
+        let error = store.read("llm.chat.00ff").await.unwrap_err();
+        assert!(
+            error.contains("ConfigMap keda/vllm-keda-scaler-learned")
+                && error.contains("not found"),
+            "{error}"
+        );
+        let error = store.write("llm.chat.00ff", &r).await.unwrap_err();
+        assert!(error.starts_with("writing ConfigMap"), "{error}");
+    })
+    .await;
+}
+
+/// A vLLM-shaped `/metrics` target serving `body`.
+async fn start_pod(body: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app =
+        axum::Router::new().route("/metrics", axum::routing::get(move || async move { body }));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/metrics")
+}
+
+fn metadata(endpoints: &str) -> HashMap<String, String> {
+    [
+        ("endpoints", endpoints),
+        ("minReplicas", "1"),
+        ("maxReplicas", "10"),
+        ("scrapeIntervalSeconds", "0.2"),
+        ("scaleDownStabilizationSeconds", "60"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// Asks for `name`'s target once and returns the loop's latest explanation and `/debug`
+/// learned state.
+async fn ask(server: &serve::Server, name: &str, metadata: &HashMap<String, String>) -> String {
+    let mut c = ExternalScalerClient::connect(format!("http://{}", server.grpc_addr()))
+        .await
+        .unwrap();
+    let r = ScaledObjectRef {
+        name: name.to_owned(),
+        namespace: "llm".to_owned(),
+        scaler_metadata: metadata.clone(),
+    };
+    c.get_metrics(GetMetricsRequest {
+        scaled_object_ref: Some(r),
+        metric_name: "vllm-desired-replicas".into(),
+    })
+    .await
+    .unwrap();
+    let so = server.loops().find("llm", name).unwrap();
+    so.latest().decision.clone().unwrap().explanation
+}
+
+#[tokio::test]
+async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigger() {
+    within("inheritance", async {
+        let pod = start_pod(IDLE).await;
+        let md = metadata(&pod);
+        let fresh_key = learned_store::key("llm", "chat", trigger_id(&md));
+        let mut other = md.clone();
+        other.insert("maxReplicas".into(), "12".into());
+        let changed_key = learned_store::key("llm", "old", trigger_id(&other));
+        let data = BTreeMap::from([
+            (
+                fresh_key.clone(),
+                serde_json::to_string(&record(13.5, 254.0, Duration::from_secs(600))).unwrap(),
+            ),
+            // Kept for other metadata (another trigger id): not this trigger's.
+            (
+                changed_key,
+                serde_json::to_string(&record(2.0, 30.0, Duration::ZERO)).unwrap(),
+            ),
+            // Kept two days ago: too old to inherit.
+            (
+                learned_store::key("llm", "stale", trigger_id(&md)),
+                serde_json::to_string(&record(9.0, 200.0, Duration::from_secs(48 * 3600))).unwrap(),
+            ),
+        ]);
+        let api = ApiServer::start(Some(data)).await;
+        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let options = ServeOptions {
+            kube_api: KubeApi::Kubeconfig(api.kubeconfig.clone()),
+            learned_state: Some((
+                "keda".into(),
+                "vllm-keda-scaler-learned".into(),
+                Duration::from_secs(1),
+            )),
+            ..ServeOptions::loopback()
+        };
+        let server = serve::start(grpc, http, options).await.unwrap();
+
+        // The first decision already starts from the kept estimate and start-up time.
+        let explanation = ask(&server, "chat", &md).await;
+        assert!(
+            explanation
+                .contains("capacity 13.5 req/s per replica (inherited from an earlier scaler pod)"),
+            "{explanation}"
+        );
+        let status = server.loops().find("llm", "chat").unwrap().latest();
+        let learned = status.learned.unwrap();
+        assert_eq!(
+            (learned.capacity_source, learned.startup_source),
+            ("inherited", "inherited")
+        );
+        assert_eq!(learned.startup_seconds, 254.0);
+        let state = status.learned_state.clone().unwrap();
+        assert_eq!(state.key, fresh_key);
+        let read = state.read.unwrap();
+        assert!(read.starts_with("inherited a record written"), "{read}");
+
+        // Another ScaledObject with no record of its own, and one whose record is two days
+        // old: both start from nothing, and say why.
+        let explanation = ask(&server, "old", &md).await;
+        assert!(
+            explanation.contains("no capacity estimate yet"),
+            "{explanation}"
+        );
+        let read = server.loops().find("llm", "old").unwrap().latest();
+        let read = read.learned_state.as_ref().unwrap().read.clone().unwrap();
+        assert!(
+            read.starts_with("nothing kept for this trigger yet"),
+            "{read}"
+        );
+        let explanation = ask(&server, "stale", &md).await;
+        assert!(
+            explanation.contains("no capacity estimate yet"),
+            "{explanation}"
+        );
+        let read = server.loops().find("llm", "stale").unwrap().latest();
+        let read = read.learned_state.as_ref().unwrap().read.clone().unwrap();
+        assert!(read.contains("h old (at most 24 h is inherited)"), "{read}");
+
+        // An inherited estimate that observations have not moved is not written back, so a
+        // record ages out while nothing is learned: after several write intervals nothing was
+        // patched.
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        let patches = api
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(m, _, _)| m == Method::PATCH)
+            .count();
+        assert_eq!(patches, 0);
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_an_api_the_flag_is_refused_with_the_fix() {
+    within("the refusal", async {
+        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let options = ServeOptions {
+            learned_state: Some((
+                "keda".into(),
+                "vllm-keda-scaler-learned".into(),
+                Duration::from_secs(300),
+            )),
+            ..ServeOptions::loopback()
+        };
+        let error = serve::start(grpc, http, options)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("--learned-state-configmap keda/vllm-keda-scaler-learned"),
+            "{error}"
+        );
+        assert!(error.contains("--kube-api"), "{error}");
+    })
+    .await;
+}
+
+/// A vLLM-shaped target whose counters grow: every counter, histogram bucket, count and sum of
+/// the idle fixture multiplied by `1 + 0.05 n` at its n-th scrape, so the window sees requests
+/// finish at a steady rate with the fixture's latency distribution.
+async fn start_busy_pod() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let scrapes = Arc::new(AtomicU64::new(0));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let n = scrapes.fetch_add(1, Ordering::Relaxed);
+            async move {
+                let factor = 1.0 + 0.05 * n as f64;
+                let mut out = String::with_capacity(IDLE.len());
+                for line in IDLE.lines() {
+                    let name = line.split(['{', ' ']).next().unwrap_or_default();
+                    let grows = !line.starts_with('#')
+                        && ["_total", "_count", "_sum", "_bucket"]
+                            .iter()
+                            .any(|s| name.ends_with(s));
+                    match line.rsplit_once(' ') {
+                        Some((head, value)) if grows => {
+                            let v: f64 = value.parse().unwrap();
+                            out.push_str(&format!("{head} {}\n", v * factor));
+                        }
+                        _ => {
+                            out.push_str(line);
+                            out.push('\n');
+                        }
+                    }
+                }
+                out
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/metrics")
+}
+
+#[tokio::test]
+async fn a_loop_that_learns_writes_its_learning_for_the_next_pod() {
+    within("a write from a running loop", async {
+        let pod = start_busy_pod().await;
+        let mut md = metadata(&pod);
+        // A short rate window, so the fleet reads stable and within the SLO within a second.
+        md.insert("rateWindowSeconds".into(), "1".into());
+        let key = learned_store::key("llm", "busy", trigger_id(&md));
+        let api = ApiServer::start(Some(BTreeMap::new())).await;
+        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let options = ServeOptions {
+            kube_api: KubeApi::Kubeconfig(api.kubeconfig.clone()),
+            learned_state: Some((
+                "keda".into(),
+                "vllm-keda-scaler-learned".into(),
+                Duration::from_secs(1),
+            )),
+            ..ServeOptions::loopback()
+        };
+        let server = serve::start(grpc, http, options).await.unwrap();
+        ask(&server, "busy", &md).await;
+        // Keep KEDA asking (a loop stops when it is not asked), until a record is kept.
+        let kept = loop {
+            ask(&server, "busy", &md).await;
+            let found = api
+                .data
+                .lock()
+                .unwrap()
+                .as_ref()
+                .and_then(|d| d.get(&key).cloned());
+            if let Some(value) = found {
+                break serde_json::from_str::<Record>(&value).unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let status = server.loops().find("llm", "busy").unwrap().latest();
+        let learned = status.learned.unwrap();
+        assert_eq!(learned.capacity_source, "learned", "{learned:?}");
+        let capacity = kept.persisted.capacity_per_replica.unwrap();
+        assert!(capacity > 0.0, "{kept:?}");
+        let state = status.learned_state.clone().unwrap();
+        assert!(state.read.unwrap().starts_with("nothing kept"));
+        server.shutdown().await.unwrap();
+
+        // A second scaler (a restarted pod) starts from that record.
+        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let options = ServeOptions {
+            kube_api: KubeApi::Kubeconfig(api.kubeconfig.clone()),
+            learned_state: Some((
+                "keda".into(),
+                "vllm-keda-scaler-learned".into(),
+                Duration::from_secs(1),
+            )),
+            ..ServeOptions::loopback()
+        };
+        let next = serve::start(grpc, http, options).await.unwrap();
+        let explanation = ask(&next, "busy", &md).await;
+        assert!(
+            explanation.contains("(inherited from an earlier scaler pod)"),
+            "{explanation}"
+        );
+        next.shutdown().await.unwrap();
+    })
+    .await;
+}
