@@ -362,6 +362,12 @@ def exported_names() -> dict[str, set[str]]:
 
 # Everything the scaler may do through the Kubernetes API (deploy/base/rbac.yaml and the chart's
 # ClusterRole): read the ScaledObject named in KEDA's request and its target's /scale.
+# The one namespaced access: read and patch the ConfigMap where the pods keep what the
+# proactive policy learned (docs/service.md, "Learned state across restarts and pods").
+LEARNED_STATE_RULES = [
+    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["vllm-keda-scaler-learned"],
+     "verbs": ["get", "patch"]},
+]
 SCALER_RBAC_RULES = [
     {"apiGroups": ["keda.sh"], "resources": ["scaledobjects"], "verbs": ["get"]},
     {"apiGroups": ["apps"], "resources": ["deployments/scale", "statefulsets/scale"], "verbs": ["get"]},

@@ -161,11 +161,21 @@ def test_crd_checks_catch_mistakes():
 def test_scaler_base_is_hardened_and_consistent(rendered):
     need(rendered, "kubectl (with kustomize)", ds.KUBECTL_HOW)
     objs = objects(rendered, "deploy/base")
-    kinds = {o["kind"] for o in objs}
-    assert not kinds & {"Role", "RoleBinding"}
     # read-only API access: the ScaledObject and its scale target's /scale subresource
     assert ds.one(objs, "ClusterRole")["rules"] == ds.SCALER_RBAC_RULES
+    # and in its own namespace, read and patch of one ConfigMap: where the pods keep what the
+    # proactive policy learned, named to the scaler by the Deployment
+    role = ds.one(objs, "Role")
+    assert role["rules"] == ds.LEARNED_STATE_RULES
+    (learned,) = role["rules"][0]["resourceNames"]
+    assert ds.one(objs, "ConfigMap", learned)["metadata"]["namespace"] == role["metadata"]["namespace"]
+    binding = ds.one(objs, "RoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
     dep = ds.one(objs, "Deployment", "vllm-keda-scaler")
+    assert binding["subjects"] == [{"kind": "ServiceAccount",
+                                    "name": dep["spec"]["template"]["spec"]["serviceAccountName"],
+                                    "namespace": dep["metadata"]["namespace"]}]
     spec = dep["spec"]
     pod = spec["template"]["spec"]
     labels = spec["template"]["metadata"]["labels"]
@@ -190,8 +200,14 @@ def test_scaler_base_is_hardened_and_consistent(rendered):
     assert res["requests"]["cpu"] and res["requests"]["memory"] and res["limits"]["memory"]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {"grpc": 9090, "http": 8080}
-    env = {e["name"]: e["value"] for e in c.get("env", [])}
+    env = {e["name"]: e.get("value") for e in c.get("env", [])}
     assert env["VLLM_KEDA_SCALER_GRPC_ADDR"].endswith(":9090")
+    assert env["VLLM_KEDA_SCALER_LEARNED_STATE_CONFIGMAP"] == f"$(POD_NAMESPACE)/{learned}"
+    (pod_ns,) = [e for e in c["env"] if e["name"] == "POD_NAMESPACE"]
+    assert pod_ns["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    names = [e["name"] for e in c["env"]]
+    assert names.index("POD_NAMESPACE") < names.index("VLLM_KEDA_SCALER_LEARNED_STATE_CONFIGMAP"), \
+        "Kubernetes expands $(POD_NAMESPACE) only from a variable defined before it"
     assert env["VLLM_KEDA_SCALER_HTTP_ADDR"].endswith(":8080")
 
     def probe_port(probe):
@@ -241,7 +257,7 @@ def test_scaler_tls_overlay_points_the_tls_flags_at_the_mounted_secret(rendered)
         sorted((o["kind"], o["metadata"]["name"]) for o in base), "the overlay adds TLS, nothing else"
     pod = ds.one(objs, "Deployment", "vllm-keda-scaler")["spec"]["template"]["spec"]
     (c,) = pod["containers"]
-    env = {e["name"]: e["value"] for e in c["env"]}
+    env = {e["name"]: e.get("value") for e in c["env"]}
     tls_env = {k: v for k, v in env.items() if k.startswith("VLLM_KEDA_SCALER_TLS_")}
     assert set(tls_env) == {"VLLM_KEDA_SCALER_TLS_CERT_FILE", "VLLM_KEDA_SCALER_TLS_KEY_FILE",
                             "VLLM_KEDA_SCALER_TLS_CLIENT_CA_FILE"}

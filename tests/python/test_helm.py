@@ -101,6 +101,7 @@ def charts(helm):
 TOGGLES = [
     "--set", "fullnameOverride=scaler,serviceAccount.create=false,serviceAccount.name=scaler-sa",
     "--set", "networkPolicy.enabled=false,podDisruptionBudget.enabled=false,priorityClassName=high",
+    "--set", "learnedState.enabled=false",
     "--set", "tls.enabled=true,tls.requireClientCert=false,image.tag=0.2.0,logLevel=debug",
     "--set-json", 'extraEnv=[{"name": "VLLM_KEDA_SCALER_STREAM_HEARTBEAT_SECONDS", "value": "5"}]',
     "--set-json", 'imagePullSecrets=[{"name": "regcred"}]',
@@ -376,12 +377,13 @@ def test_monitoring_objects_select_the_scaler(charts):
     assert {e["port"] for e in sm["spec"]["endpoints"]} <= {p["name"] for p in matched[0]["spec"]["ports"]}
     assert all(e["honorLabels"] for e in sm["spec"]["endpoints"])
     assert sm["spec"]["endpoints"][0]["interval"] == "30s"
-    cm = ds.one(objs, "ConfigMap")
+    (cm,) = [c for c in ds.by_kind(objs, "ConfigMap") if "dashboard.json" in c.get("data", {})]
     assert cm["metadata"]["namespace"] == "monitoring"
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert cm["data"]["dashboard.json"] == ds.DASHBOARD.read_text()
     # off by default
-    assert not {"ServiceMonitor", "PrometheusRule", "ConfigMap"} & {o["kind"] for o in charts["default"]}
+    assert not {"ServiceMonitor", "PrometheusRule"} & {o["kind"] for o in charts["default"]}
+    assert not [c for c in ds.by_kind(charts["default"], "ConfigMap") if "dashboard.json" in c.get("data", {})]
 
 
 # ---------------------------------------------------------------- wrong values
@@ -457,7 +459,7 @@ def test_helm_and_kustomize_agree_on_core_objects(charts):
             if o["kind"] != "Namespace"}
     chart = {(o["kind"], o["metadata"]["name"]): o for o in charts["default"]}
     assert sorted(chart) == sorted(base)
-    assert len(base) == 8
+    assert len(base) == 11
     for key, k in base.items():
         h = chart[key]
         assert set(k["metadata"].get("labels", {}).items()) <= set(h["metadata"]["labels"].items()), key
@@ -496,9 +498,17 @@ def test_rbac_is_the_read_only_access_agreed(charts, helm):
     egress = ds.one(objs, "NetworkPolicy")["spec"]["egress"]
     assert any({p["port"] for p in r["ports"]} == {443, 6443} and any("ipBlock" in t for t in r["to"])
                for r in egress)
-    # rbac.create=false: no RBAC objects, the rest unchanged
+    # the namespaced access to the learned state's ConfigMap, and nothing more
+    assert ds.one(objs, "Role")["rules"] == ds.LEARNED_STATE_RULES
+    # rbac.create=false: no RBAC objects, the rest unchanged (the ConfigMap stays)
     off = render_chart(helm, "--set", "rbac.create=false")
-    assert {o["kind"] for o in off} == {o["kind"] for o in objs} - {"ClusterRole", "ClusterRoleBinding"}
+    assert {o["kind"] for o in off} == {o["kind"] for o in objs} - {"ClusterRole", "ClusterRoleBinding", "Role",
+                                                                     "RoleBinding"}
+    # learnedState.enabled=false: no ConfigMap, Role or binding, and the scaler is not told of one
+    without = render_chart(helm, "--set", "learnedState.enabled=false")
+    assert {o["kind"] for o in without} == {o["kind"] for o in objs} - {"ConfigMap", "Role", "RoleBinding"}
+    (c,) = ds.one(without, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert not [e for e in c["env"] if "LEARNED_STATE" in e["name"] or e["name"] == "POD_NAMESPACE"]
 
 
 # ---------------------------------------------------------------- ScaledObjects and TLS
@@ -568,7 +578,7 @@ def test_tls_from_a_secret(charts):
     objs = charts["tls-secret"]
     pod = ds.one(objs, "Deployment")["spec"]["template"]["spec"]
     (c,) = pod["containers"]
-    env = {e["name"]: e["value"] for e in c["env"]}
+    env = {e["name"]: e.get("value") for e in c["env"]}
     assert {k for k in env if k.startswith("VLLM_KEDA_SCALER_TLS_")} == {
         "VLLM_KEDA_SCALER_TLS_CERT_FILE", "VLLM_KEDA_SCALER_TLS_KEY_FILE", "VLLM_KEDA_SCALER_TLS_CLIENT_CA_FILE"}
     (mount,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/etc/vllm-keda-scaler/tls"]
@@ -611,7 +621,7 @@ def test_toggles(charts):
     assert ds.selector_matches(dep["spec"]["selector"], meta["labels"])
     (c,) = pod["containers"]
     assert c["image"] == "vllm-keda-scaler:0.2.0"
-    env = {e["name"]: e["value"] for e in c["env"]}
+    env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["RUST_LOG"] == "debug" and env["VLLM_KEDA_SCALER_STREAM_HEARTBEAT_SECONDS"] == "5"
     assert "VLLM_KEDA_SCALER_TLS_CERT_FILE" in env and "VLLM_KEDA_SCALER_TLS_CLIENT_CA_FILE" not in env
     ta = ds.one(objs, "TriggerAuthentication")

@@ -246,14 +246,24 @@ pub async fn start(
         control.kube = KubeClient::connect(&options.kube_api).await?;
     }
     if let Some((namespace, name, write_every)) = options.learned_state.clone() {
-        let Some(client) = control.kube.clone() else {
-            anyhow::bail!(
+        match control.kube.clone() {
+            Some(client) => {
+                control.learned_store =
+                    Some(LearnedStore::new(client, namespace, name, write_every));
+            }
+            // `auto` outside a cluster (or without its configuration, logged above): the pods
+            // learn from nothing, as without the flag, and say so.
+            None if options.kube_api == KubeApi::Auto => tracing::warn!(
+                configmap = %format!("{namespace}/{name}"),
+                "--learned-state-configmap: no Kubernetes API (--kube-api auto found no \
+                 cluster), so each loop learns from nothing"
+            ),
+            None => anyhow::bail!(
                 "--learned-state-configmap {namespace}/{name} keeps the learning in the \
-                 Kubernetes API, and there is none: run in a pod with --kube-api auto or \
-                 in-cluster, or give --kube-api kubeconfig"
-            );
-        };
-        control.learned_store = Some(LearnedStore::new(client, namespace, name, write_every));
+                 Kubernetes API, and --kube-api off reaches none: run in a pod with --kube-api \
+                 auto or in-cluster, give --kube-api kubeconfig, or unset the flag"
+            ),
+        }
     }
     let shutdown = CancellationToken::new();
     // The scaler never scrapes its own ports, whatever a ScaledObject says.
