@@ -135,6 +135,22 @@ impl ApiServer {
         }
     }
 
+    /// A scaler reaching this API, keeping its learning in the ConfigMap, written every second.
+    async fn scaler(&self) -> serve::Server {
+        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let options = ServeOptions {
+            kube_api: KubeApi::Kubeconfig(self.kubeconfig.clone()),
+            learned_state: Some((
+                "keda".into(),
+                "vllm-keda-scaler-learned".into(),
+                Duration::from_secs(1),
+            )),
+            ..ServeOptions::loopback()
+        };
+        serve::start(grpc, http, options).await.unwrap()
+    }
+
     async fn store(&self) -> LearnedStore {
         let client = KubeClient::connect(&KubeApi::Kubeconfig(self.kubeconfig.clone()))
             .await
@@ -281,18 +297,7 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
             ),
         ]);
         let api = ApiServer::start(Some(data)).await;
-        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let options = ServeOptions {
-            kube_api: KubeApi::Kubeconfig(api.kubeconfig.clone()),
-            learned_state: Some((
-                "keda".into(),
-                "vllm-keda-scaler-learned".into(),
-                Duration::from_secs(1),
-            )),
-            ..ServeOptions::loopback()
-        };
-        let server = serve::start(grpc, http, options).await.unwrap();
+        let server = api.scaler().await;
 
         // The first decision already starts from the kept estimate and start-up time.
         let explanation = ask(&server, "chat", &md).await;
@@ -427,18 +432,7 @@ async fn a_loop_that_learns_writes_its_learning_for_the_next_pod() {
         md.insert("rateWindowSeconds".into(), "1".into());
         let key = learned_store::key("llm", "busy", trigger_id(&md));
         let api = ApiServer::start(Some(BTreeMap::new())).await;
-        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let options = ServeOptions {
-            kube_api: KubeApi::Kubeconfig(api.kubeconfig.clone()),
-            learned_state: Some((
-                "keda".into(),
-                "vllm-keda-scaler-learned".into(),
-                Duration::from_secs(1),
-            )),
-            ..ServeOptions::loopback()
-        };
-        let server = serve::start(grpc, http, options).await.unwrap();
+        let server = api.scaler().await;
         ask(&server, "busy", &md).await;
         // Keep KEDA asking (a loop stops when it is not asked), until a record is kept.
         let kept = loop {
@@ -464,18 +458,7 @@ async fn a_loop_that_learns_writes_its_learning_for_the_next_pod() {
         server.shutdown().await.unwrap();
 
         // A second scaler (a restarted pod) starts from that record.
-        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let options = ServeOptions {
-            kube_api: KubeApi::Kubeconfig(api.kubeconfig.clone()),
-            learned_state: Some((
-                "keda".into(),
-                "vllm-keda-scaler-learned".into(),
-                Duration::from_secs(1),
-            )),
-            ..ServeOptions::loopback()
-        };
-        let next = serve::start(grpc, http, options).await.unwrap();
+        let next = api.scaler().await;
         let explanation = ask(&next, "busy", &md).await;
         assert!(
             explanation.contains("(inherited from an earlier scaler pod)"),
