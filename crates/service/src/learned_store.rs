@@ -104,7 +104,7 @@ impl LearnedStore {
                 "reading {}: the value under {key} is not a learned-state record ({}); \
                  delete the key, and the next write replaces it",
                 self.what(),
-                e.classify_name()
+                json_error_class(&e)
             )
         })
     }
@@ -127,19 +127,13 @@ impl LearnedStore {
     }
 }
 
-/// The name serde_json gives an error's class, without its position or the input.
-trait Classify {
-    fn classify_name(&self) -> &'static str;
-}
-
-impl Classify for serde_json::Error {
-    fn classify_name(&self) -> &'static str {
-        match self.classify() {
-            serde_json::error::Category::Io => "an I/O error",
-            serde_json::error::Category::Syntax => "not JSON",
-            serde_json::error::Category::Data => "JSON of another shape",
-            serde_json::error::Category::Eof => "JSON cut short",
-        }
+/// What kind of JSON error `e` is, without its position or the input.
+fn json_error_class(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Io => "an I/O error",
+        serde_json::error::Category::Syntax => "not JSON",
+        serde_json::error::Category::Data => "JSON of another shape",
+        serde_json::error::Category::Eof => "JSON cut short",
     }
 }
 

@@ -4,11 +4,13 @@
 //! served by a test HTTP server on loopback, reached through a kubeconfig that points at it,
 //! exactly as the scaler reaches a real API server.
 
+mod kube_support;
+
+use kube_support::{start_pod, within};
+
 use std::collections::HashMap;
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -23,12 +25,6 @@ const IDLE: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../data/fixtures/vllm-v1-idle.prom"
 ));
-
-async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), future)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not finish within 30 s"))
-}
 
 /// A ScaledObject as the API server returns it.
 fn scaledobject(name: &str, target: serde_json::Value) -> serde_json::Value {
@@ -137,17 +133,7 @@ impl ApiServer {
         );
         let app = app.with_state(state);
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: http://{addr}\n\
-                 contexts:\n- name: test\n  context:\n    cluster: test\n    user: scaler\n    namespace: llm\n\
-                 current-context: test\nusers:\n- name: scaler\n  user:\n    token: test-token\n"
-            ),
-        )
-        .unwrap();
+        let (dir, kubeconfig) = kube_support::kubeconfig(addr, "llm");
         Self {
             routes,
             requests,
@@ -299,16 +285,6 @@ async fn a_missing_kubeconfig_is_an_error_naming_it_and_auto_outside_a_cluster_i
     if std::env::var_os("KUBERNETES_SERVICE_HOST").is_none() {
         assert!(KubeClient::connect(&KubeApi::Auto).await.unwrap().is_none());
     }
-}
-
-/// A vLLM-shaped `/metrics` target serving `body`.
-async fn start_pod(body: &'static str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app =
-        axum::Router::new().route("/metrics", axum::routing::get(move || async move { body }));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/metrics")
 }
 
 async fn target_of(server: &serve::Server, name: &str, endpoints: &str) -> (i64, String) {

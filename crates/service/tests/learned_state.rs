@@ -5,8 +5,11 @@
 //! served by a test HTTP server on loopback, reached through a kubeconfig that points at it, as
 //! the scaler reaches a real API server.
 
+mod kube_support;
+
+use kube_support::{start_pod, within};
+
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,12 +31,6 @@ const IDLE: &str = include_str!(concat!(
     "/../../data/fixtures/vllm-v1-idle.prom"
 ));
 const CONFIGMAP: &str = "/api/v1/namespaces/keda/configmaps/vllm-keda-scaler-learned";
-
-async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), future)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not finish within 30 s"))
-}
 
 /// The ConfigMap's data, and each request's method, path and content type.
 type Data = Arc<Mutex<Option<BTreeMap<String, String>>>>;
@@ -116,17 +113,7 @@ impl ApiServer {
             )
             .with_state((data.clone(), requests.clone()));
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: http://{addr}\n\
-                 contexts:\n- name: test\n  context:\n    cluster: test\n    user: scaler\n    namespace: keda\n\
-                 current-context: test\nusers:\n- name: scaler\n  user:\n    token: test-token\n"
-            ),
-        )
-        .unwrap();
+        let (dir, kubeconfig) = kube_support::kubeconfig(addr, "keda");
         Self {
             data,
             requests,
@@ -227,16 +214,6 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
     .await;
 }
 
-/// A vLLM-shaped `/metrics` target serving `body`.
-async fn start_pod(body: &'static str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app =
-        axum::Router::new().route("/metrics", axum::routing::get(move || async move { body }));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/metrics")
-}
-
 fn metadata(endpoints: &str) -> HashMap<String, String> {
     [
         ("endpoints", endpoints),
@@ -320,25 +297,19 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
 
         // Another ScaledObject with no record of its own, and one whose record is two days
         // old: both start from nothing, and say why.
-        let explanation = ask(&server, "old", &md).await;
-        assert!(
-            explanation.contains("no capacity estimate yet"),
-            "{explanation}"
-        );
-        let read = server.loops().find("llm", "old").unwrap().latest();
-        let read = read.learned_state.as_ref().unwrap().read.clone().unwrap();
-        assert!(
-            read.starts_with("nothing kept for this trigger yet"),
-            "{read}"
-        );
-        let explanation = ask(&server, "stale", &md).await;
-        assert!(
-            explanation.contains("no capacity estimate yet"),
-            "{explanation}"
-        );
-        let read = server.loops().find("llm", "stale").unwrap().latest();
-        let read = read.learned_state.as_ref().unwrap().read.clone().unwrap();
-        assert!(read.contains("h old (at most 24 h is inherited)"), "{read}");
+        for (name, why) in [
+            ("old", "nothing kept for this trigger yet"),
+            ("stale", "h old (at most 24 h is inherited)"),
+        ] {
+            let explanation = ask(&server, name, &md).await;
+            assert!(
+                explanation.contains("no capacity estimate yet"),
+                "{name}: {explanation}"
+            );
+            let status = server.loops().find("llm", name).unwrap().latest();
+            let read = status.learned_state.as_ref().unwrap().read.clone().unwrap();
+            assert!(read.contains(why), "{name}: {read}");
+        }
 
         // An inherited estimate that observations have not moved is not written back, so a
         // record ages out while nothing is learned: after several write intervals nothing was
