@@ -45,6 +45,20 @@ pub struct Record {
     pub written_unix_seconds: f64,
 }
 
+impl Record {
+    /// Whether a running loop that has observed for `own` seconds adopts this record at
+    /// `now_unix`: one under [`MAX_AGE`] old, with a capacity estimate, resting on a longer
+    /// history than the loop's (a running peer's, or a restarted pod's that inherited more).
+    /// A loop's own record never does, since its history only grows.
+    pub fn outranks(&self, own: f64, now_unix: f64) -> bool {
+        let age = now_unix - self.written_unix_seconds;
+        age.is_finite()
+            && age <= MAX_AGE.as_secs_f64()
+            && self.persisted.capacity_per_replica.is_some()
+            && self.persisted.observed_seconds > own
+    }
+}
+
 /// Parses `NAMESPACE/NAME` (both DNS-1123 names), for `--learned-state-configmap`.
 pub fn parse_location(value: &str) -> Result<(String, String), String> {
     let dns = |s: &str| {
@@ -162,15 +176,51 @@ mod tests {
                 capacity_per_replica: Some(13.5),
                 capacity_verified: Some(9.0),
                 startup_seconds: Some(254.0),
+                observed_seconds: 3600.0,
             },
             written_unix_seconds: 1_764_800_000.0,
         };
         let text = serde_json::to_string(&record).unwrap();
         assert_eq!(
             text,
-            r#"{"capacity_per_replica":13.5,"capacity_verified":9.0,"startup_seconds":254.0,"written_unix_seconds":1764800000.0}"#
+            r#"{"capacity_per_replica":13.5,"capacity_verified":9.0,"startup_seconds":254.0,"observed_seconds":3600.0,"written_unix_seconds":1764800000.0}"#
         );
         assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), record);
         assert_eq!(key("llm", "chat", "00ff"), "llm.chat.00ff");
+        // A record written before the history was kept reads as none observed.
+        let older = r#"{"capacity_per_replica":13.5,"capacity_verified":9.0,"startup_seconds":null,"written_unix_seconds":1764800000.0}"#;
+        let older: Record = serde_json::from_str(older).unwrap();
+        assert_eq!(older.persisted.observed_seconds, 0.0);
+    }
+
+    #[test]
+    fn a_record_outranks_a_shorter_history_while_it_is_fresh() {
+        let record = Record {
+            persisted: Persisted {
+                capacity_per_replica: Some(13.5),
+                capacity_verified: None,
+                startup_seconds: None,
+                observed_seconds: 3600.0,
+            },
+            written_unix_seconds: 1_764_800_000.0,
+        };
+        let now = record.written_unix_seconds + 60.0;
+        assert!(record.outranks(3599.0, now));
+        assert!(
+            !record.outranks(3600.0, now),
+            "an equal history is not longer"
+        );
+        assert!(!record.outranks(7200.0, now));
+        let day_later = record.written_unix_seconds + MAX_AGE.as_secs_f64() + 1.0;
+        assert!(!record.outranks(0.0, day_later), "too old");
+        assert!(!record.outranks(0.0, f64::NAN));
+        let empty = Record {
+            persisted: Persisted {
+                capacity_per_replica: None,
+                ..record.persisted
+            },
+            ..record
+        };
+        assert!(!empty.outranks(0.0, now), "no estimate to adopt");
     }
 }

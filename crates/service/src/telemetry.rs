@@ -611,6 +611,7 @@ mod tests {
             capacity_source: "learned",
             startup_seconds: 254.0,
             startup_source: "learned",
+            observed_seconds: 3600.0,
         };
         m.record_cycle(
             &labels(),

@@ -161,6 +161,7 @@ fn record(capacity: f64, startup: f64, age: Duration) -> Record {
             capacity_per_replica: Some(capacity),
             capacity_verified: Some(capacity / 1.5),
             startup_seconds: Some(startup),
+            observed_seconds: 3_600.0,
         },
         written_unix_seconds: now.saturating_sub(age).as_secs_f64(),
     }
@@ -175,7 +176,11 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
         assert_eq!(store.read("llm.chat.00ff").await, Ok(None));
         let r = record(13.5, 254.0, Duration::ZERO);
         store.write("llm.chat.00ff", &r).await.unwrap();
-        assert_eq!(store.read("llm.chat.00ff").await, Ok(Some(r)));
+        // JSON keeps the learning exactly and the time to well within a millisecond (the
+        // last bit of a 10-digit float may differ after a round trip).
+        let back = store.read("llm.chat.00ff").await.unwrap().unwrap();
+        assert_eq!(back.persisted, r.persisted);
+        assert!((back.written_unix_seconds - r.written_unix_seconds).abs() < 1e-3);
         // The other trigger's key stays: a merge patch, not a replacement.
         let data = api.data.lock().unwrap().clone().unwrap();
         assert_eq!(data.len(), 2, "{data:?}");
@@ -280,7 +285,7 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
         let explanation = ask(&server, "chat", &md).await;
         assert!(
             explanation
-                .contains("capacity 13.5 req/s per replica (inherited from an earlier scaler pod)"),
+                .contains("capacity 13.5 req/s per replica (inherited from another scaler pod)"),
             "{explanation}"
         );
         let status = server.loops().find("llm", "chat").unwrap().latest();
@@ -432,10 +437,101 @@ async fn a_loop_that_learns_writes_its_learning_for_the_next_pod() {
         let next = api.scaler().await;
         let explanation = ask(&next, "busy", &md).await;
         assert!(
-            explanation.contains("(inherited from an earlier scaler pod)"),
+            explanation.contains("(inherited from another scaler pod)"),
             "{explanation}"
         );
         next.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_running_loop_adopts_a_peers_longer_history_and_outlasts_a_shorter_one() {
+    within("the exchange between two pods", async {
+        let pod = start_busy_pod().await;
+        let mut md = metadata(&pod);
+        md.insert("rateWindowSeconds".into(), "1".into());
+        let key = learned_store::key("llm", "pair", trigger_id(&md));
+        let api = ApiServer::start(Some(BTreeMap::new())).await;
+        let raw = || api.data.lock().unwrap().as_ref()?.get(&key).cloned();
+        let kept = || Some(serde_json::from_str::<Record>(&raw()?).unwrap());
+        let put = |record: &Record| {
+            api.data
+                .lock()
+                .unwrap()
+                .as_mut()
+                .unwrap()
+                .insert(key.clone(), serde_json::to_string(record).unwrap());
+        };
+        let server = api.scaler().await;
+        let status = || server.loops().find("llm", "pair").unwrap().latest();
+        // This loop learns and writes its record, with the history it rests on.
+        let ours = loop {
+            ask(&server, "pair", &md).await;
+            if let Some(record) = kept().filter(|r| r.persisted.observed_seconds > 0.0) {
+                break record;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+
+        // A peer that observed for less (half as long as this loop had when it wrote) writes
+        // its record over it: this loop keeps its own learning, and its next exchange writes
+        // it back.
+        let mut short = record(3.25, 100.0, Duration::ZERO);
+        short.persisted.observed_seconds = ours.persisted.observed_seconds / 2.0;
+        put(&short);
+        let shorts = raw();
+        loop {
+            ask(&server, "pair", &md).await;
+            if raw() != shorts {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let learned = status().learned.unwrap();
+        assert_eq!(learned.capacity_source, "learned", "{learned:?}");
+        assert_ne!(learned.capacity_per_replica, Some(3.25));
+        let rewritten = kept().unwrap();
+        assert!(
+            rewritten.persisted.observed_seconds > short.persisted.observed_seconds,
+            "{rewritten:?}"
+        );
+        assert_eq!(status().learned_state.as_ref().unwrap().adoptions, 0);
+
+        // A peer that has observed for a day writes its record: this loop adopts it, and says
+        // so in its decision and in `/debug`. (Its estimate is far above what the test's pod
+        // serves, which then neither raises it nor probes it.)
+        let mut long = record(5_000.0, 254.0, Duration::ZERO);
+        long.persisted.observed_seconds = 86_000.0;
+        put(&long);
+        let peers = raw();
+        loop {
+            let explanation = ask(&server, "pair", &md).await;
+            if explanation
+                .contains("capacity 5000 req/s per replica (inherited from another scaler pod)")
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let now = status();
+        let learned = now.learned.unwrap();
+        assert_eq!(learned.startup_seconds, 254.0);
+        assert!(learned.observed_seconds >= 86_000.0, "{learned:?}");
+        let state = now.learned_state.clone().unwrap();
+        assert_eq!(state.adoptions, 1);
+        let adopted = state.adopted.unwrap();
+        assert!(adopted.contains("with a longer history"), "{adopted}");
+        assert!(adopted.contains("86000 s observed"), "{adopted}");
+        // The adopted estimate, not moved since, is not written back: the record stays the
+        // peer's, and it is not adopted again.
+        for _ in 0..12 {
+            ask(&server, "pair", &md).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(raw(), peers);
+        assert_eq!(status().learned_state.as_ref().unwrap().adoptions, 1);
+        server.shutdown().await.unwrap();
     })
     .await;
 }

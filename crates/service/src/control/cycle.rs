@@ -222,19 +222,35 @@ struct Cycle {
     learned: Option<LearnedWatch>,
 }
 
-/// Reads a trigger's kept learning once, on the loop's first cycle (beside its scrape, so the
-/// first answer waits no longer), and writes the loop's own every [`LearnedStore::write_every`]
-/// once its policy has learned something itself.
+/// Keeps a trigger's learning in step with the ConfigMap: reads the record once, on the loop's
+/// first cycle (beside its scrape, so the first answer waits no longer), and from then on every
+/// [`LearnedStore::write_every`] exchanges it with the record in the background: a record with
+/// a longer observed history than this loop's (a running peer's) is adopted; otherwise the
+/// loop writes its own once its policy has learned something itself.
 struct LearnedWatch {
     store: LearnedStore,
     key: String,
     read_done: bool,
-    /// Read but not yet given to the policy.
+    /// Read but not yet given to the policy: at the start, or a peer's adopted since.
     inherit: Option<Persisted>,
-    last_write: Option<Instant>,
-    /// The outcome of the write in flight, set by its task.
-    written: Arc<Mutex<Option<Result<f64, String>>>>,
+    last_exchange: Option<Instant>,
+    /// The outcome of the exchange in flight, set by its task.
+    exchanged: Arc<Mutex<Option<Exchange>>>,
     status: LearnedStateStatus,
+}
+
+/// What one exchange with the kept record came to.
+#[derive(Debug)]
+enum Exchange {
+    /// The record holds a longer history than this loop's: the loop adopts it.
+    Adopt(Record),
+    /// This loop's learning was written, at this Unix time.
+    Written(f64),
+    /// Nothing to do: the record's history is not longer, and this loop has learned nothing
+    /// of its own since it inherited.
+    Kept,
+    /// Reading or writing failed.
+    Failed(String),
 }
 
 impl LearnedWatch {
@@ -250,8 +266,8 @@ impl LearnedWatch {
             key: k,
             read_done: false,
             inherit: None,
-            last_write: None,
-            written: Arc::new(Mutex::new(None)),
+            last_exchange: None,
+            exchanged: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -260,6 +276,7 @@ impl LearnedWatch {
         if std::mem::replace(&mut self.read_done, true) {
             return;
         }
+        self.last_exchange = Some(Instant::now());
         let found = match tokio::time::timeout(timeout, self.store.read(&self.key)).await {
             Err(_) => Err(format!(
                 "reading ConfigMap {}: no answer within {timeout:?}; this loop learns from nothing",
@@ -281,14 +298,9 @@ impl LearnedWatch {
                     )
                 } else {
                     self.inherit = Some(record.persisted);
-                    let p = record.persisted;
                     format!(
-                        "inherited a record written {age:.0} s ago: capacity {} req/s per \
-                         replica, start-up {}",
-                        p.capacity_per_replica
-                            .map_or("none".to_owned(), |c| format!("{c:.2}")),
-                        p.startup_seconds
-                            .map_or("not learned".to_owned(), |s| format!("{s:.0} s")),
+                        "inherited a record written {age:.0} s ago: {}",
+                        describe(&record)
                     )
                 }
             }
@@ -301,58 +313,99 @@ impl LearnedWatch {
         );
     }
 
-    /// Takes in the last write's outcome and, when one is due and the policy has learned its
-    /// own capacity estimate (not only inherited or been given one), writes it in the
-    /// background.
-    fn write_when_due(&mut self, scaler: Option<&Scaler>) {
-        if let Some(outcome) = self.written.lock().ok().and_then(|mut w| w.take()) {
-            match outcome {
-                Ok(unix) => {
-                    self.status.written_unix_seconds = Some(unix);
-                    self.status.write_error = None;
-                }
-                Err(error) => {
-                    tracing::warn!(configmap = %self.status.configmap, key = %self.key, error = %error, "learned state not written");
-                    self.status.write_error = Some(error);
-                }
+    /// Takes in the last exchange's outcome and, when one is due under the proactive policy,
+    /// starts the next in the background: read the record, adopt it when its history is longer
+    /// than this loop's, otherwise write this loop's learning when its policy learned its own
+    /// capacity estimate (not only inherited or been given one).
+    fn exchange_when_due(&mut self, scaler: Option<&Scaler>) {
+        let outcome = self.exchanged.lock().ok().and_then(|mut w| w.take());
+        match outcome {
+            None | Some(Exchange::Kept) => {}
+            Some(Exchange::Written(unix)) => {
+                self.status.written_unix_seconds = Some(unix);
+                self.status.error = None;
+            }
+            Some(Exchange::Adopt(record)) => {
+                let adopted = format!(
+                    "adopted a record written {:.0} s ago, with a longer history than this \
+                     loop's: {}",
+                    since_epoch().as_secs_f64() - record.written_unix_seconds,
+                    describe(&record)
+                );
+                tracing::info!(configmap = %self.status.configmap, key = %self.key, adopted = %adopted, "learned state adopted");
+                self.inherit = Some(record.persisted);
+                self.status.adopted = Some(adopted);
+                self.status.adoptions += 1;
+                self.status.error = None;
+            }
+            Some(Exchange::Failed(error)) => {
+                tracing::warn!(configmap = %self.status.configmap, key = %self.key, error = %error, "learned state not exchanged");
+                self.status.error = Some(error);
             }
         }
-        if self
-            .last_write
-            .is_some_and(|at| at.elapsed() < self.store.write_every)
+        if !self.read_done
+            || self.inherit.is_some()
+            || self
+                .last_exchange
+                .is_some_and(|at| at.elapsed() < self.store.write_every)
         {
             return;
         }
-        let Some(scaler) = scaler else { return };
-        if scaler
-            .learned()
-            .is_none_or(|l| l.capacity_source != "learned")
-        {
-            return;
-        }
-        let Some(persisted) = scaler.persisted() else {
+        let Some((persisted, learned)) = scaler.and_then(|s| Some((s.persisted()?, s.learned()?)))
+        else {
             return;
         };
-        self.last_write = Some(Instant::now());
-        let record = Record {
-            persisted,
-            written_unix_seconds: since_epoch().as_secs_f64(),
-        };
-        let (store, key, written) = (self.store.clone(), self.key.clone(), self.written.clone());
+        let own = learned.capacity_source == "learned";
+        self.last_exchange = Some(Instant::now());
+        let (store, key, exchanged) =
+            (self.store.clone(), self.key.clone(), self.exchanged.clone());
         tokio::spawn(async move {
-            let outcome = match tokio::time::timeout(API_TIMEOUT, store.write(&key, &record)).await
-            {
-                Ok(Ok(())) => Ok(record.written_unix_seconds),
-                Ok(Err(error)) => Err(error),
-                Err(_) => Err(format!(
-                    "writing the learned state: no answer within {API_TIMEOUT:?}"
-                )),
+            let exchange = async {
+                let kept = store.read(&key).await;
+                let now = since_epoch().as_secs_f64();
+                if let Ok(Some(record)) = &kept
+                    && record.outranks(persisted.observed_seconds, now)
+                {
+                    return Exchange::Adopt(*record);
+                }
+                if !own {
+                    return kept.err().map_or(Exchange::Kept, Exchange::Failed);
+                }
+                // A failed read does not stop the write: it reports its own failure.
+                let record = Record {
+                    persisted,
+                    written_unix_seconds: now,
+                };
+                match store.write(&key, &record).await {
+                    Ok(()) => Exchange::Written(record.written_unix_seconds),
+                    Err(error) => Exchange::Failed(error),
+                }
             };
-            if let Ok(mut w) = written.lock() {
+            let outcome = tokio::time::timeout(API_TIMEOUT, exchange)
+                .await
+                .unwrap_or_else(|_| {
+                    Exchange::Failed(format!(
+                        "exchanging the learned state: no answer within {API_TIMEOUT:?}"
+                    ))
+                });
+            if let Ok(mut w) = exchanged.lock() {
                 *w = Some(outcome);
             }
         });
     }
+}
+
+/// A record's learning in words, for `/debug` and the log.
+fn describe(record: &Record) -> String {
+    let p = record.persisted;
+    format!(
+        "capacity {} req/s per replica, start-up {}, {:.0} s observed",
+        p.capacity_per_replica
+            .map_or("none".to_owned(), |c| format!("{c:.2}")),
+        p.startup_seconds
+            .map_or("not learned".to_owned(), |s| format!("{s:.0} s")),
+        p.observed_seconds
+    )
 }
 
 /// Reads one ScaledObject's scale target through the Kubernetes API, at most every
@@ -626,7 +679,7 @@ impl Cycle {
         self.status.learned = learned;
         self.status.decision = Some(decision);
         if let Some(learned) = self.learned.as_mut() {
-            learned.write_when_due(self.scaler.as_ref());
+            learned.exchange_when_due(self.scaler.as_ref());
             self.status.learned_state = Some(learned.status.clone());
         }
         // What KEDA is told from now on: full, partial-held or unavailable.

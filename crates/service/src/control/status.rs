@@ -74,10 +74,15 @@ pub struct LearnedStateStatus {
     /// What the read at the loop's start found: what was inherited, that nothing was kept,
     /// that the record was too old, or why the read failed (`None` before it finished).
     pub read: Option<String>,
-    /// Unix time of the last successful write.
+    /// Unix time of this loop's last successful write.
     pub written_unix_seconds: Option<f64>,
-    /// Why the latest write failed (`None` after a success).
-    pub write_error: Option<String>,
+    /// The last record adopted while running: a peer's, with a longer history (`None` before
+    /// any).
+    pub adopted: Option<String>,
+    /// How many records this loop adopted while running.
+    pub adoptions: u64,
+    /// Why the latest exchange (a read, then a write) failed (`None` after a success).
+    pub error: Option<String>,
 }
 
 /// What KEDA is told, as `/debug` and the decision log name it.

@@ -76,6 +76,9 @@ use crate::signals::{FleetSignals, Latency};
 const ABORTED: &str = "abort";
 /// The start-up horizon used until one is observed, seconds.
 const DEFAULT_STARTUP_SECONDS: f64 = 300.0;
+/// The most one interval between decisions adds to the learning's observed history: a longer
+/// gap is missed cycles, not observation.
+const OBSERVED_GAP: Duration = Duration::from_secs(30);
 /// The windows that follow the signals' rate window (`rateWindowSeconds`, 60 s by default).
 #[derive(Debug, Clone, Copy)]
 struct Windows {
@@ -328,6 +331,11 @@ pub struct Persisted {
     pub capacity_verified: Option<f64>,
     /// The learned start-up time, seconds (`None` when set, or not learned yet).
     pub startup_seconds: Option<f64>,
+    /// How long this learning has been observing: seconds of decisions with a stable fleet
+    /// serving load, an earlier pod's included. Of two pods' records, the longer history is
+    /// the one a running pod adopts (0 in records written before it was kept).
+    #[serde(default)]
+    pub observed_seconds: f64,
 }
 
 /// What the proactive policy has learned, as the scaler's gauges and `/debug` show it.
@@ -343,6 +351,9 @@ pub struct Learned {
     /// Where it comes from: `set` (`startup=S`), `learned`, `inherited` (an earlier pod's,
     /// no start-up observed since) or `default`.
     pub startup_source: &'static str,
+    /// Seconds of decisions with a stable fleet serving load that the learning rests on,
+    /// another pod's included when it was inherited.
+    pub observed_seconds: f64,
 }
 
 /// What happens to the backlog once the ready replicas cover the demand's need without it.
@@ -759,6 +770,10 @@ pub struct Proactive {
     startup_learned: Option<f64>,
     /// The learned start-up time came from an earlier pod and no ask has been seen since.
     startup_inherited: bool,
+    /// Seconds of decisions with a stable fleet serving load, an inherited history included.
+    observed_seconds: f64,
+    /// The last decision that counted towards `observed_seconds`.
+    observed_at: Option<Duration>,
     /// Under `startups=each`: when each replica still starting was asked for, oldest first.
     asks: VecDeque<Duration>,
     /// The ready replicas at the last decision.
@@ -836,6 +851,8 @@ impl Proactive {
             pending_ask: None,
             startup_learned: None,
             startup_inherited: false,
+            observed_seconds: 0.0,
+            observed_at: None,
             asks: VecDeque::new(),
             last_ready: None,
             startups_seen: 0,
@@ -874,16 +891,21 @@ impl Proactive {
             startup_seconds: self
                 .startup_learned
                 .filter(|_| self.config.startup_seconds.is_none()),
+            observed_seconds: self.observed_seconds,
         }
     }
 
-    /// Starts from what an earlier scaler pod learned for the same trigger: its capacity
-    /// estimate (observations move it as any estimate), and its learned start-up time unless
-    /// `startup=S` sets one (later asks blend in as they do into a learned one). Values that
-    /// are not finite and positive are ignored.
+    /// Starts from what another scaler pod learned for the same trigger (an earlier pod's, at
+    /// start-up, or a running peer's with a longer history): its capacity estimate
+    /// (observations move it as any estimate), its learned start-up time unless `startup=S`
+    /// sets one (later asks blend in as they do into a learned one), and the history they rest
+    /// on. Values that are not finite and positive are ignored.
     pub fn inherit(&mut self, p: &Persisted) {
         if let Some(c) = p.capacity_per_replica {
             self.capacity.inherit(c, p.capacity_verified);
+        }
+        if p.observed_seconds.is_finite() && p.observed_seconds > 0.0 {
+            self.observed_seconds = p.observed_seconds;
         }
         if self.config.startup_seconds.is_none()
             && let Some(s) = p.startup_seconds.filter(|s| s.is_finite() && *s > 0.0)
@@ -917,6 +939,7 @@ impl Proactive {
             } else {
                 "default"
             },
+            observed_seconds: self.observed_seconds,
         }
     }
 
@@ -1088,6 +1111,14 @@ impl Proactive {
         };
         let comfortable =
             ttft_comfortable && !over(Latency::Itl, f.itl_seconds.p95, half(c.itl_slo_seconds));
+        // How long the learning has been observing: the time between consecutive decisions
+        // that each saw a stable fleet serving load (a gap of missed cycles counts at most
+        // `OBSERVED_GAP`).
+        let observing = stable && per_replica > 0.0;
+        if let Some(at) = self.observed_at.filter(|_| observing) {
+            self.observed_seconds += now.saturating_sub(at).min(OBSERVED_GAP).as_secs_f64();
+        }
+        self.observed_at = observing.then_some(now);
         self.capacity.observe(Observation {
             per_replica,
             within_slo: stable && !breached && !queued,
@@ -1828,7 +1859,7 @@ fn explain(
         num(cap),
         match est.source() {
             Source::Prior => "prior".to_owned(),
-            Source::Inherited => "inherited from an earlier scaler pod".to_owned(),
+            Source::Inherited => "inherited from another scaler pod".to_owned(),
             Source::Served => "learned".to_owned(),
             Source::Saturated(x) => format!(
                 "learned: {} of the {} req/s per replica a saturated fleet served",

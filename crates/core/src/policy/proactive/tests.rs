@@ -2464,6 +2464,10 @@ fn a_new_pod_starts_from_what_an_earlier_one_persisted() {
     let startup = persisted
         .startup_seconds
         .expect("a start-up time was learned");
+    // Its history: the decisions, two seconds apart, with a stable fleet serving load (not
+    // the rate window after the third replica arrived).
+    let observed = persisted.observed_seconds;
+    assert!(observed > 1_000.0 && observed < 1_400.0, "{observed}");
     // A fresh pod has no estimate; one that inherits starts from the earlier pod's, and says
     // where it came from.
     let mut fresh = Run::new("proactive", 2);
@@ -2476,10 +2480,14 @@ fn a_new_pod_starts_from_what_an_earlier_one_persisted() {
         ("inherited", "inherited")
     );
     assert_eq!(l.startup_seconds, startup);
+    assert_eq!(
+        l.observed_seconds, observed,
+        "the history comes with the learning"
+    );
     let d = fresh.at(0, &fleet(2, 24.0, 4.0));
     assert!(
         d.explanation
-            .contains("per replica (inherited from an earlier scaler pod)"),
+            .contains("per replica (inherited from another scaler pod)"),
         "{}",
         d.explanation
     );
@@ -2492,7 +2500,25 @@ fn a_new_pod_starts_from_what_an_earlier_one_persisted() {
         capacity_per_replica: Some(f64::NAN),
         capacity_verified: None,
         startup_seconds: Some(-1.0),
+        observed_seconds: f64::NAN,
     });
     let l = junk.proactive.learned();
     assert_eq!((l.capacity_source, l.startup_source), ("none", "default"));
+    assert_eq!(l.observed_seconds, 0.0);
+}
+
+#[test]
+fn the_observed_history_counts_only_a_stable_fleet_serving_load() {
+    // Ten minutes of an idle fleet teach nothing about capacity, and add no history.
+    let mut idle = Run::new("proactive", 2);
+    idle.steady(600, &fleet(2, 0.0, 0.0));
+    assert_eq!(idle.proactive.learned().observed_seconds, 0.0);
+    // Ten minutes serving load: the history is the time since the fleet read stable.
+    let mut busy = Run::new("proactive", 2);
+    busy.steady(600, &fleet(2, 24.0, 4.0));
+    let observed = busy.proactive.learned().observed_seconds;
+    assert!(observed > 500.0 && observed <= 600.0, "{observed}");
+    // Ten minutes of missed cycles add nothing: the next decision's rate window is not full.
+    busy.at(1_200, &fleet(2, 24.0, 4.0));
+    assert_eq!(busy.proactive.learned().observed_seconds, observed);
 }
