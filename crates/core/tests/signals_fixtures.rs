@@ -139,6 +139,20 @@ fn idle_to_loaded_matches_the_reference_quantiles() {
     assert_eq!(fleet.requests_finished_in_window, 2701.0 - 1187.0);
     assert_eq!(fleet.kv_cache_usage.max, Some(0.9003));
     assert!(fleet.batch_tokens_per_step.is_some_and(|t| t > 1.0));
+    // The mean inter-token gap: the `_sum` delta over the `_count` delta.
+    let itl_mean = (26_856.075_883_959_63 - 4_326.611_637_986_492) / (728_103.0 - 320_408.0);
+    assert!(close(fleet.itl_mean_seconds, itl_mean, 1e-12), "{fleet:?}");
+    // Each request's own time per output token, over the 1,514 requests that finished
+    // between the scrapes: a P95 inside the histogram's range and above its mean.
+    let request_mean = (99.916_038_052_896_5 - 16.034_713_061_275_692) / 1_514.0;
+    let p95 = fleet
+        .request_tpot_seconds
+        .p95
+        .expect("a per-request TPOT P95");
+    assert!(
+        p95 > request_mean && p95 < 1.0,
+        "{p95} vs mean {request_mean}"
+    );
 }
 
 #[test]

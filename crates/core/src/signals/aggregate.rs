@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use super::histogram::{Bucket, merge_buckets, quantiles_of};
 use super::window::{
-    Detail, E2E, Entry, Hists, ITERATION, ITL, Latest, PodHistory, QUEUE, TTFT, baseline,
+    Detail, E2E, Entry, Hists, ITERATION, ITL, Latest, PodHistory, QUEUE, REQUEST_TPOT, TTFT,
+    baseline,
 };
 use super::{MaxMean, SignalSet, SignalSettings};
 
@@ -135,6 +136,7 @@ impl PodCompute {
             ttft_seconds: quantiles(TTFT),
             itl_seconds: quantiles(ITL),
             queue_time_seconds: quantiles(QUEUE),
+            request_tpot_seconds: quantiles(REQUEST_TPOT),
             // The histograms whole are kept for the fleet's set only (the policy's share test
             // reads the fleet); a pod's set carries its quantiles.
             ttft_buckets: Vec::new(),
@@ -157,6 +159,9 @@ impl PodCompute {
                 .as_ref()
                 .filter(|h| h.count > 0.0)
                 .map(|h| h.sum / h.count),
+            itl_mean_seconds: self.hists[ITL]
+                .as_ref()
+                .and_then(|h| mean_of(h.sum, h.count)),
         }
     }
 }
@@ -178,7 +183,7 @@ fn fresh_baseline(entries: &VecDeque<Entry>, now: Duration, window: Duration) ->
 pub(super) struct FleetAccumulator {
     queue_depth: f64,
     running: f64,
-    buckets: [Vec<Bucket>; 4],
+    buckets: [Vec<Bucket>; 5],
     requests_per_second: Option<f64>,
     requests_finished: f64,
     by_reason: BTreeMap<String, f64>,
@@ -188,6 +193,15 @@ pub(super) struct FleetAccumulator {
     generation_per_second: Option<f64>,
     iteration_sum: f64,
     iteration_count: f64,
+    itl_sum: f64,
+    itl_count: f64,
+}
+
+/// A histogram's mean over a window from its `_sum` and `_count` deltas: `None` without an
+/// observation, or when the deltas make no sense (a negative or non-finite sum).
+fn mean_of(sum: f64, count: f64) -> Option<f64> {
+    let mean = sum / count;
+    (count > 0.0 && sum >= 0.0 && mean.is_finite()).then_some(mean)
 }
 
 fn add_opt(into: &mut Option<f64>, value: Option<f64>) {
@@ -233,10 +247,14 @@ impl FleetAccumulator {
             self.iteration_sum += h.sum;
             self.iteration_count += h.count;
         }
+        if let Some(h) = &pod.hists[ITL] {
+            self.itl_sum += h.sum;
+            self.itl_count += h.count;
+        }
     }
 
     pub(super) fn finish(self) -> SignalSet {
-        let [e2e, ttft, itl, queue] = self.buckets;
+        let [e2e, ttft, itl, queue, request_tpot] = self.buckets;
         SignalSet {
             queue_depth: self.queue_depth,
             running: self.running,
@@ -244,6 +262,7 @@ impl FleetAccumulator {
             ttft_seconds: quantiles_of(&ttft),
             itl_seconds: quantiles_of(&itl),
             queue_time_seconds: quantiles_of(&queue),
+            request_tpot_seconds: quantiles_of(&request_tpot),
             ttft_buckets: ttft,
             itl_buckets: itl,
             requests_per_second: self.requests_per_second,
@@ -259,6 +278,7 @@ impl FleetAccumulator {
             generation_tokens_per_second: self.generation_per_second,
             batch_tokens_per_step: (self.iteration_count > 0.0)
                 .then(|| self.iteration_sum / self.iteration_count),
+            itl_mean_seconds: mean_of(self.itl_sum, self.itl_count),
         }
     }
 }

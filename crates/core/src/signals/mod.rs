@@ -94,8 +94,15 @@ pub struct SignalSet {
     pub ttft_seconds: Quantiles,
     /// Inter-token latency (TPOT) quantiles over the latency window.
     pub itl_seconds: Quantiles,
+    /// Mean inter-token latency over the latency window (the histogram's `_sum` over its
+    /// `_count`): the statistic of a request-level SLO on the time per output token.
+    pub itl_mean_seconds: Option<f64>,
     /// Queue-time quantiles over the latency window.
     pub queue_time_seconds: Quantiles,
+    /// Quantiles of each finished request's own mean time per output token over the latency
+    /// window (`vllm:request_time_per_output_token_seconds`): the statistic of a request-level
+    /// SLO on the time per output token. Empty where the engine does not expose it.
+    pub request_tpot_seconds: Quantiles,
     /// The TTFT histogram over the latency window (cumulative bucket deltas, summed across
     /// pods): what [`SignalSet::share_within`] reads the share of requests within a TTFT from.
     /// Kept in the fleet's set only (empty in a pod's: nothing reads a pod's share, and the

@@ -85,6 +85,9 @@ pub struct PodSnapshot {
     pub itl: Option<Histogram>,
     /// `vllm:request_queue_time_seconds`.
     pub queue_time: Option<Histogram>,
+    /// `vllm:request_time_per_output_token_seconds` (each request's own mean time per output
+    /// token, observed when it finishes).
+    pub request_tpot: Option<Histogram>,
     /// `vllm:iteration_tokens_total` (a histogram of tokens per engine step).
     pub iteration_tokens: Option<Histogram>,
     /// `process_start_time_seconds` (restart marker; absent in multiprocess mode).
@@ -260,6 +263,7 @@ enum Hist {
     ItlNew,
     ItlOld,
     Queue,
+    RequestTpot,
     Iteration,
 }
 
@@ -271,6 +275,7 @@ impl Hist {
             Hist::ItlNew => ITL_NEW,
             Hist::ItlOld => ITL_OLD,
             Hist::Queue => name::REQUEST_QUEUE_TIME_SECONDS,
+            Hist::RequestTpot => name::REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS,
             Hist::Iteration => name::ITERATION_TOKENS_TOTAL,
         }
     }
@@ -356,6 +361,9 @@ fn classify(metric: &str) -> Option<Series> {
                 ITL_NEW => Series::Hist(Hist::ItlNew, part),
                 ITL_OLD => Series::Hist(Hist::ItlOld, part),
                 name::REQUEST_QUEUE_TIME_SECONDS => Series::Hist(Hist::Queue, part),
+                name::REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS => {
+                    Series::Hist(Hist::RequestTpot, part)
+                }
                 name::ITERATION_TOKENS_TOTAL => Series::Hist(Hist::Iteration, part),
                 _ => return None,
             }
@@ -773,8 +781,8 @@ impl<'e> Builder<'e> {
 
     /// Checks each histogram child and sums the children per `le` into one histogram per
     /// family: O(b log b) in the buckets.
-    fn histograms(children: Vec<Child<'_>>) -> Result<[Option<Histogram>; 6], SnapshotError> {
-        let mut out: [Option<Histogram>; 6] = Default::default();
+    fn histograms(children: Vec<Child<'_>>) -> Result<[Option<Histogram>; 7], SnapshotError> {
+        let mut out: [Option<Histogram>; 7] = Default::default();
         for mut child in children {
             let Some(hist) = child.hist else { continue };
             let family = hist.family();
@@ -823,7 +831,8 @@ impl<'e> Builder<'e> {
     }
 
     fn finish(self, mut snapshot: PodSnapshot) -> Result<PodSnapshot, SnapshotError> {
-        let [e2e, ttft, itl_new, itl_old, queue, iteration] = Self::histograms(self.children)?;
+        let [e2e, ttft, itl_new, itl_old, queue, request_tpot, iteration] =
+            Self::histograms(self.children)?;
         let info = &mut snapshot.info;
         // Twins carry the same data under two names: take the newer name, never both.
         let kv = if !self.kv_new.is_empty() {
@@ -876,6 +885,7 @@ impl<'e> Builder<'e> {
         snapshot.e2e_latency = e2e;
         snapshot.ttft = ttft;
         snapshot.queue_time = queue;
+        snapshot.request_tpot = request_tpot;
         snapshot.iteration_tokens = iteration;
         snapshot.created_min_seconds = self.created_min;
         Ok(snapshot)

@@ -22,15 +22,18 @@ const MAX_ENTRIES_PER_POD: usize = 1024;
 /// the latency window spans between 15/16 of its length and its length.
 const FULL_SAMPLES_PER_WINDOW: u32 = 16;
 
-/// Histograms kept per sample: e2e, TTFT, ITL, queue time, iteration tokens.
+/// Histograms kept per sample: e2e, TTFT, ITL, queue time, each request's time per output
+/// token, iteration tokens. The latencies come first, in the fleet's order
+/// ([`super::aggregate`] merges them across pods).
 pub(super) const E2E: usize = 0;
 pub(super) const TTFT: usize = 1;
 pub(super) const ITL: usize = 2;
 pub(super) const QUEUE: usize = 3;
-pub(super) const ITERATION: usize = 4;
-pub(super) type Hists = [Option<Histogram>; 5];
-/// The same five as the window keeps them (bounds shared between a pod's samples).
-pub(super) type KeptHists = [Option<KeptHistogram>; 5];
+pub(super) const REQUEST_TPOT: usize = 4;
+pub(super) const ITERATION: usize = 5;
+pub(super) type Hists = [Option<Histogram>; 6];
+/// The same six as the window keeps them (bounds shared between a pod's samples).
+pub(super) type KeptHists = [Option<KeptHistogram>; 6];
 
 /// What only the latency window needs: dropped once a sample is older than its baseline.
 #[derive(Debug, Clone, Default)]
@@ -139,6 +142,7 @@ impl FleetWindow {
             ttft,
             itl,
             queue_time,
+            request_tpot,
             iteration_tokens,
             process_start_time_seconds,
             created_min_seconds,
@@ -157,12 +161,19 @@ impl FleetWindow {
         }
         // The newest sample is always full: its bounds are shared when the layout holds.
         let previous = history.entries.back().and_then(|e| e.detail.as_deref());
-        let mut hists = [e2e_latency, ttft, itl, queue_time, iteration_tokens]
-            .into_iter()
-            .enumerate()
-            .map(|(i, h)| {
-                h.map(|h| KeptHistogram::keep(h, previous.and_then(|p| p.hists[i].as_ref())))
-            });
+        let mut hists = [
+            e2e_latency,
+            ttft,
+            itl,
+            queue_time,
+            request_tpot,
+            iteration_tokens,
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| {
+            h.map(|h| KeptHistogram::keep(h, previous.and_then(|p| p.hists[i].as_ref())))
+        });
         let hists: KeptHists = std::array::from_fn(|_| hists.next().flatten());
         history.entries.push_back(Entry {
             at: now,
@@ -375,11 +386,12 @@ fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
         return true;
     }
     let kept = &c.hists;
-    let new: [&Option<Histogram>; 5] = [
+    let new: [&Option<Histogram>; 6] = [
         &snapshot.e2e_latency,
         &snapshot.ttft,
         &snapshot.itl,
         &snapshot.queue_time,
+        &snapshot.request_tpot,
         &snapshot.iteration_tokens,
     ];
     kept.iter()

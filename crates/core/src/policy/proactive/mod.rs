@@ -318,6 +318,39 @@ pub struct ProactiveConfig {
     /// (`saturated=F`) counts completed requests either way; the demand counts every finished
     /// request either way, since an aborted request was asked for.
     pub served_completed: bool,
+    /// What the capacity estimate tests against `itlSloSeconds` (`itltest=p95|mean|request`).
+    /// The guide's ITL trigger reads the gaps' P95 whatever this is.
+    pub itl_test: ItlTest,
+}
+
+/// What the capacity estimate tests against the ITL SLO (`itltest=p95|mean|request`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ItlTest {
+    /// The P95 of all inter-token gaps (or under `attainment=F` with `shares=both`, their
+    /// share within the SLO): the guide's statistic.
+    P95,
+    /// The mean inter-token gap: a request-level SLO on the time per output token holds each
+    /// request's own mean, and the gaps' mean weighs those by tokens.
+    Mean,
+    /// The P95 over finished requests of each one's own mean time per output token
+    /// (`vllm:request_time_per_output_token_seconds`), a request-level SLO's own statistic;
+    /// the gaps' P95 where the engine does not expose it.
+    Request,
+}
+
+impl ItlTest {
+    /// Every value, in the order the metadata lists them.
+    pub const ALL: [Self; 3] = [Self::P95, Self::Mean, Self::Request];
+
+    /// The metadata's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::P95 => "p95",
+            Self::Mean => "mean",
+            Self::Request => "request",
+        }
+    }
 }
 
 /// What a scaler pod keeps of the proactive policy's learning for the next pod serving the
@@ -438,6 +471,7 @@ impl Default for ProactiveConfig {
             saturated: capacity::DEFAULT_SATURATED,
             tail_lighter: DEFAULT_TAIL_LIGHTER,
             served_completed: DEFAULT_SERVED_COMPLETED,
+            itl_test: ItlTest::P95,
         }
     }
 }
@@ -604,7 +638,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none) and `; served=finished|completed` (whether the capacity estimate counts aborted requests as served)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served) and `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -654,6 +688,15 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 };
                 if let Some((field, yes, no)) = two_valued {
                     *field = two(yes, no)?;
+                    continue;
+                }
+                if k == "itltest" {
+                    c.itl_test = ItlTest::ALL
+                        .into_iter()
+                        .find(|t| t.as_str() == v)
+                        .ok_or_else(|| {
+                            format!("{k}={v:?} is not `p95`, `mean` or `request`; {expected}")
+                        })?;
                     continue;
                 }
                 if k == "breachcap" {
@@ -1054,7 +1097,14 @@ impl Proactive {
         // A latency over `slo`: its P95, or under `attainment=F` fewer than F of the window's
         // observations within it.
         let attainment = self.config.attainment;
-        let shares_itl = self.config.attainment_shares_itl;
+        // Under `itltest=mean|request` the ITL SLO is tested by that statistic, never a share.
+        let test = self.config.itl_test;
+        let shares_itl = self.config.attainment_shares_itl && test == ItlTest::P95;
+        let itl = match test {
+            ItlTest::P95 => f.itl_seconds.p95,
+            ItlTest::Mean => f.itl_mean_seconds,
+            ItlTest::Request => f.request_tpot_seconds.p95.or(f.itl_seconds.p95),
+        };
         let over = |latency: Latency, q: Option<f64>, slo: Option<f64>| {
             let Some(s) = slo else { return false };
             match attainment
@@ -1094,8 +1144,7 @@ impl Proactive {
             (Some(bar), Some(share)) => share < bar,
             _ => over(Latency::Ttft, f.ttft_seconds.p95, c.ttft_slo_seconds),
         };
-        let breached =
-            (ttft_counts && ttft_over) || over(Latency::Itl, f.itl_seconds.p95, c.itl_slo_seconds);
+        let breached = (ttft_counts && ttft_over) || over(Latency::Itl, itl, c.itl_slo_seconds);
         // A breach says what a replica serves only once it has lasted the whole rate window:
         // at a burst's onset the rate still counts the calm before it.
         let sustained = lasted(&mut self.breach_since, breached, now, w.stable_for);
@@ -1109,8 +1158,7 @@ impl Proactive {
             (Some(_), Some(share), Some((light, _))) => share >= light,
             _ => !over(Latency::Ttft, f.ttft_seconds.p95, half(c.ttft_slo_seconds)),
         };
-        let comfortable =
-            ttft_comfortable && !over(Latency::Itl, f.itl_seconds.p95, half(c.itl_slo_seconds));
+        let comfortable = ttft_comfortable && !over(Latency::Itl, itl, half(c.itl_slo_seconds));
         // How long the learning has been observing: the time between consecutive decisions
         // that each saw a stable fleet serving load (a gap of missed cycles counts at most
         // `OBSERVED_GAP`).

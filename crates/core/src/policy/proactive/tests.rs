@@ -305,6 +305,21 @@ fn the_policy_value_is_read_with_its_settings() {
         ),
         ("proactive; breachcap=off", d()),
         (
+            "proactive; itltest=mean",
+            ProactiveConfig {
+                itl_test: ItlTest::Mean,
+                ..d()
+            },
+        ),
+        (
+            "proactive; itltest=request",
+            ProactiveConfig {
+                itl_test: ItlTest::Request,
+                ..d()
+            },
+        ),
+        ("proactive; itltest=p95", d()),
+        (
             "proactive; saturated=0.9",
             ProactiveConfig {
                 saturated: 0.9,
@@ -1309,6 +1324,43 @@ fn under_breachcap_a_sustained_breach_stops_the_probe_from_climbing_back() {
                 .contains("req/s per replica (learned) at 80 %"),
         "{}",
         bounded.explanation
+    );
+}
+
+#[test]
+fn under_itltest_the_capacity_estimate_tests_the_statistic_it_names() {
+    // Two replicas serve 12 req/s each for ten minutes. The inter-token gaps' P95 is over the
+    // 70 ms SLO, their mean well within it; each request's own time per output token has a
+    // P95 of `request` (None: the engine does not expose it).
+    let run = |metadata: &str, request: Option<f64>| {
+        let mut r = Run::new(metadata, 2);
+        let mut s = fleet(2, 24.0, 4.0);
+        s.fleet.itl_seconds.p95 = Some(0.09);
+        s.fleet.itl_mean_seconds = Some(0.04);
+        s.fleet.request_tpot_seconds.p95 = request;
+        r.steady(600, &s);
+        let l = r.proactive.learned();
+        (l.capacity_per_replica, l.capacity_source)
+    };
+    let base = "proactive; capacity=10; startup=300; peak=0";
+    // By default the gaps' P95 is over its SLO: nothing is served within it, the prior stays.
+    assert_eq!(run(base, Some(0.05)), (Some(10.0), "prior"));
+    // Tested by the mean, or by the requests' own P95, the 12 per replica were within it.
+    let learned = (Some(12.0), "learned");
+    assert_eq!(run(&format!("{base}; itltest=mean"), None), learned);
+    assert_eq!(
+        run(&format!("{base}; itltest=request"), Some(0.05)),
+        learned
+    );
+    // The requests' own P95 over the SLO is a breach above the estimate: the prior stays.
+    assert_eq!(
+        run(&format!("{base}; itltest=request"), Some(0.08)),
+        (Some(10.0), "prior")
+    );
+    // Without the per-request histogram, `request` falls back to the gaps' P95.
+    assert_eq!(
+        run(&format!("{base}; itltest=request"), None),
+        (Some(10.0), "prior")
     );
 }
 
