@@ -6,11 +6,13 @@
 //! raw samples Prometheus stored for the window (range-vector selectors), feed exactly those
 //! values and timestamps to a `FleetWindow`, and compare:
 //!
-//! - P50/P95/P99 of e2e, TTFT and ITL with
+//! - P50/P95/P99 of e2e, TTFT, ITL and each request's own time per output token with
 //!   `histogram_quantile(q, sum(rate(x_bucket[w])) by (le))` within 1e-9 relative: quantiles
 //!   are ratio-invariant and every bucket series shares the scrape timestamps, so `rate`'s
 //!   extrapolation factor cancels (the body keeps counters far from zero so Prometheus's
 //!   extrapolation-to-zero clamp never makes the factor differ between buckets);
+//! - the inter-token gaps' mean with the `_sum` delta over the `_count` delta, and with
+//!   `sum(rate(x_sum[w])) / sum(rate(x_count[w]))` within 1e-9 relative;
 //! - gauges with `sum(...)` / `max(...)` at `T`;
 //! - rates with the difference quotient of the stored samples (`rate` extrapolates, so it is
 //!   not comparable), and with `irate` over the last two samples (which does not extrapolate).
@@ -41,7 +43,7 @@ use vllm_keda_core::signals::{
 
 const WINDOW: &str = "8s";
 const WINDOW_MS: i64 = 8_000;
-const HISTOGRAMS: [(&str, &[f64]); 3] = [
+const HISTOGRAMS: [(&str, &[f64]); 4] = [
     (
         "vllm:e2e_request_latency_seconds",
         &[
@@ -58,6 +60,13 @@ const HISTOGRAMS: [(&str, &[f64]); 3] = [
     ),
     (
         "vllm:inter_token_latency_seconds",
+        &[
+            0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+            10.0, 20.0, 40.0, 80.0,
+        ],
+    ),
+    (
+        "vllm:request_time_per_output_token_seconds",
         &[
             0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
             10.0, 20.0, 40.0, 80.0,
@@ -86,8 +95,8 @@ impl Rng {
 
 struct Engine {
     /// Cumulative bucket counts per histogram (one more than the finite bounds: +Inf).
-    buckets: [Vec<f64>; 3],
-    sums: [f64; 3],
+    buckets: [Vec<f64>; 4],
+    sums: [f64; 4],
     counters: [f64; 3],
     success: [f64; 2],
     waiting: f64,
@@ -121,7 +130,7 @@ impl Target {
                 });
                 Engine {
                     buckets,
-                    sums: [1.0e5; 3],
+                    sums: [1.0e5; 4],
                     counters: [5.0e6, 2.0e7, 400.0],
                     success: [30_000.0, 4_000.0],
                     waiting: 0.0,
@@ -455,7 +464,12 @@ fn assert_close(what: &str, ours: f64, theirs: f64, relative: f64) {
 
 fn quantile_of(signals: &FleetSignals, h: usize, q: f64) -> Option<f64> {
     let set = &signals.fleet;
-    let quantiles = [set.e2e_latency_seconds, set.ttft_seconds, set.itl_seconds][h];
+    let quantiles = [
+        set.e2e_latency_seconds,
+        set.ttft_seconds,
+        set.itl_seconds,
+        set.request_tpot_seconds,
+    ][h];
     match q {
         0.5 => quantiles.p50,
         0.95 => quantiles.p95,
@@ -586,6 +600,20 @@ async fn compare_clean(prometheus: &Prometheus, time_ms: i64, label: &str) {
             1e-12,
         );
     }
+
+    // The inter-token gaps' mean: the `_sum` delta over the `_count` delta, which is also
+    // PromQL's ratio of the two rates (their extrapolation cancels).
+    let itl = HISTOGRAMS[2].0;
+    let itl_mean = fleet.itl_mean_seconds.unwrap();
+    assert_close(
+        &format!("{label}: ITL mean"),
+        itl_mean,
+        quotient(&format!("{itl}_sum")) / quotient(&format!("{itl}_count")),
+        1e-12,
+    );
+    let promql = format!("sum(rate({itl}_sum[{WINDOW}])) / sum(rate({itl}_count[{WINDOW}]))");
+    let theirs = prometheus.scalar(&promql, time_ms).await;
+    assert_close(&format!("{label}: {promql}"), itl_mean, theirs, 1e-9);
 
     // Over the last two samples our rate is exactly `irate` (no extrapolation in either).
     let last_two = ours(&scrapes, 2);
@@ -814,7 +842,7 @@ struct HardPod {
     activity: Activity,
     rng: Rng,
     /// Per histogram, per bucket (non-cumulative, +Inf last) observation counts.
-    counts: [Vec<f64>; 3],
+    counts: [Vec<f64>; 4],
     generation: f64,
     success: f64,
     served: u64,
@@ -1010,7 +1038,12 @@ async fn compare_hard(prometheus: &Prometheus, time_ms: i64, pods: &[(Activity, 
             for q in [0.5, 0.95, 0.99] {
                 let promql = format!("histogram_quantile({q}, sum by (le) ({delta}))");
                 let theirs = defined(prometheus, &promql, time_ms).await;
-                let quantiles = [set.e2e_latency_seconds, set.ttft_seconds, set.itl_seconds][h];
+                let quantiles = [
+                    set.e2e_latency_seconds,
+                    set.ttft_seconds,
+                    set.itl_seconds,
+                    set.request_tpot_seconds,
+                ][h];
                 let ours = match q {
                     0.5 => quantiles.p50,
                     0.95 => quantiles.p95,
