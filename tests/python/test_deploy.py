@@ -972,8 +972,10 @@ def test_dashboard_latency_queries_match_the_reference_values(fixture_prometheus
 def test_check_signals_on_the_fixture_pair_match_prometheus(fixture_prometheus):
     """`check` on the idle and loaded fixtures (the scaler's own signal code) against Prometheus
     holding the same two scrapes 60 s apart: every quantile of e2e, TTFT, ITL and queue time
-    equals histogram_quantile over the bucket increases, and every rate equals Prometheus's
-    difference quotient over the pair. (Not over `rate(...[2m])`: rate extrapolates each bucket
+    equals histogram_quantile over the bucket increases (each request's own time per output token
+    too), the inter-token gaps' mean equals the ratio of their `_sum` and `_count` increases, and
+    every rate equals Prometheus's difference quotient over the pair. (Not over `rate(...[2m])`:
+    rate extrapolates each bucket
     towards the window's start and clamps at zero, and on this pair the clamp hits the low
     buckets differently, so its P50 is 13.35 s where the increases give 14.44 s.)"""
     import deploy_prometheus as dp
@@ -992,7 +994,8 @@ def test_check_signals_on_the_fixture_pair_match_prometheus(fixture_prometheus):
     for field, metric in (("e2e_latency_seconds", "vllm:e2e_request_latency_seconds"),
                           ("ttft_seconds", "vllm:time_to_first_token_seconds"),
                           ("itl_seconds", "vllm:inter_token_latency_seconds"),
-                          ("queue_time_seconds", "vllm:request_queue_time_seconds")):
+                          ("queue_time_seconds", "vllm:request_queue_time_seconds"),
+                          ("request_tpot_seconds", "vllm:request_time_per_output_token_seconds")):
         for key, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
             bucket = f"{metric}_bucket{{{ns}}}"
             expr = f"histogram_quantile({q}, sum by (le) ({bucket} - {bucket} offset 1m))"
@@ -1007,10 +1010,16 @@ def test_check_signals_on_the_fixture_pair_match_prometheus(fixture_prometheus):
         ((_, theirs),) = query(expr)
         assert fleet[field] == pytest.approx(theirs, rel=1e-12), expr
         compared += 1
+    # The inter-token gaps' mean over the minute: the `_sum` increase over the `_count` increase.
+    itl = "vllm:inter_token_latency_seconds"
+    delta = lambda part: f"sum({itl}_{part}{{{ns}}} - {itl}_{part}{{{ns}}} offset 1m)"
+    ((_, itl_mean),) = query(f"{delta('sum')} / {delta('count')}")
+    assert fleet["itl_mean_seconds"] == pytest.approx(itl_mean, rel=1e-12)
+    compared += 1
     ((_, waiting),) = query(f"sum(vllm:num_requests_waiting{{{ns}}})")
     ((_, kv),) = query(f"max(vllm:kv_cache_usage_perc{{{ns}}})")
     assert (fleet["queue_depth"], fleet["kv_cache_usage"]["max"]) == (waiting, kv)
-    assert compared == 16
+    assert compared == 20
 
 
 def test_alert_expressions_on_real_vllm_metrics(fixture_prometheus):
