@@ -144,7 +144,8 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) learned_state_configmap: Option<(String, String)>,
 
-    /// Seconds between writes of a trigger's learning to --learned-state-configmap.
+    /// Seconds between exchanges of a trigger's learning with --learned-state-configmap: a read,
+    /// adopting a record with a longer history, else a write of the loop's own.
     #[arg(
         long,
         env = "VLLM_KEDA_SCALER_LEARNED_STATE_WRITE_SECONDS",
