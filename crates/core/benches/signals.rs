@@ -58,6 +58,7 @@ fn advance(base: &PodSnapshot, step: &PodSnapshot, k: f64) -> PodSnapshot {
         (&mut out.ttft, &step.ttft),
         (&mut out.itl, &step.itl),
         (&mut out.queue_time, &step.queue_time),
+        (&mut out.request_tpot, &step.request_tpot),
         (&mut out.iteration_tokens, &step.iteration_tokens),
     ] {
         if let (Some(a), Some(b)) = (a.as_mut(), b.as_ref()) {
@@ -99,6 +100,7 @@ fn step(idle: &PodSnapshot, loaded: &PodSnapshot) -> PodSnapshot {
         (&mut out.ttft, &idle.ttft),
         (&mut out.itl, &idle.itl),
         (&mut out.queue_time, &idle.queue_time),
+        (&mut out.request_tpot, &idle.request_tpot),
         (&mut out.iteration_tokens, &idle.iteration_tokens),
     ] {
         if let (Some(a), Some(b)) = (a.as_mut(), b.as_ref()) {
