@@ -70,7 +70,7 @@ use self::hindsight::{Hindsight, StaticComparison, StaticFleet};
 use super::explain::{num, pct};
 use super::hpa::{hpa_would_act, smallest_acted_scale_up};
 use super::{Decision, Mode, Policy, PolicyConfig, PolicyState, Reason};
-use crate::signals::{FleetSignals, Latency};
+use crate::signals::{FleetSignals, Latency, SignalSet};
 
 /// The `finished_reason` of requests that ended without being served (vLLM's abort).
 const ABORTED: &str = "abort";
@@ -319,8 +319,12 @@ pub struct ProactiveConfig {
     /// request either way, since an aborted request was asked for.
     pub served_completed: bool,
     /// What the capacity estimate tests against `itlSloSeconds` (`itltest=p95|mean|request`).
-    /// The guide's ITL trigger reads the gaps' P95 whatever this is.
     pub itl_test: ItlTest,
+    /// What the guide's ITL trigger (the backstop) reads against `itlSloSeconds`
+    /// (`backstopitl=p95|test`): `p95` (false), the gaps' P95, as under the guide's policy;
+    /// `test` (true), the statistic `itltest` names, so the backstop and the capacity estimate
+    /// agree on what is within the SLO. The guide's policy itself always reads the P95.
+    pub backstop_itl_test: bool,
 }
 
 /// What the capacity estimate tests against the ITL SLO (`itltest=p95|mean|request`).
@@ -472,6 +476,7 @@ impl Default for ProactiveConfig {
             tail_lighter: DEFAULT_TAIL_LIGHTER,
             served_completed: DEFAULT_SERVED_COMPLETED,
             itl_test: ItlTest::P95,
+            backstop_itl_test: false,
         }
     }
 }
@@ -638,7 +643,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served) and `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served) and `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token) and `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -684,6 +689,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "breachwhile" => Some((&mut c.breach_while_growing, "growing", "queued")),
                     "tail" => Some((&mut c.tail_lighter, "lighter", "p95")),
                     "served" => Some((&mut c.served_completed, "completed", "finished")),
+                    "backstopitl" => Some((&mut c.backstop_itl_test, "test", "p95")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -1031,6 +1037,26 @@ impl Proactive {
     /// Under `tail=lighter`, when the P95 TTFT is over its SLO but the share of first tokens
     /// within it is at or above the bar light load sets (as of the last decision): that share
     /// and the bar.
+    /// Under `backstopitl=test` with `itltest` other than `p95`: the statistic's name and the
+    /// value the guide's ITL trigger reads in place of the gaps' P95 (`None` inside: nothing
+    /// observed, which the guide reads as calm).
+    fn backstop_itl(&self, f: &SignalSet) -> Option<(&'static str, Option<f64>)> {
+        if !self.config.backstop_itl_test {
+            return None;
+        }
+        match self.config.itl_test {
+            ItlTest::P95 => None,
+            ItlTest::Mean => Some(("the inter-token gaps' mean", f.itl_mean_seconds)),
+            ItlTest::Request => Some(match f.request_tpot_seconds.p95 {
+                Some(p95) => (
+                    "the P95 of each request's own time per output token",
+                    Some(p95),
+                ),
+                None => ("the inter-token gaps' P95", f.itl_seconds.p95),
+            }),
+        }
+    }
+
     fn background_tail(&self, signals: &FleetSignals, slo: Option<f64>) -> Option<(f64, f64)> {
         let bar = self.light_bar()?;
         let slo = slo?;
@@ -1060,13 +1086,19 @@ impl Proactive {
         // Under `tail=lighter`, a P95 TTFT over its SLO that light load shows too is no
         // trigger: the guide's backstop reads the fleet without it.
         let background_tail = self.background_tail(signals, c.ttft_slo_seconds);
-        let guide = match background_tail {
-            Some(_) => {
-                let mut without = signals.clone();
-                without.fleet.ttft_seconds.p95 = None;
-                policy.decide(now, &without, state)
+        // Under `backstopitl=test`, what the guide's ITL trigger reads in place of the gaps' P95.
+        let backstop_itl = self.backstop_itl(&signals.fleet);
+        let guide = if background_tail.is_some() || backstop_itl.is_some() {
+            let mut read = signals.clone();
+            if background_tail.is_some() {
+                read.fleet.ttft_seconds.p95 = None;
             }
-            None => policy.decide(now, signals, state),
+            if let Some((_, value)) = backstop_itl {
+                read.fleet.itl_seconds.p95 = value;
+            }
+            policy.decide(now, &read, state)
+        } else {
+            policy.decide(now, signals, state)
         };
         if signals.pods_healthy == 0 {
             return guide;
@@ -1652,6 +1684,12 @@ impl Proactive {
                 "; P95 TTFT {} s over the SLO of {} s with no queue: the prompts' own prefill, not counted against capacity (breach=queued)",
                 num(q),
                 num(slo)
+            ));
+        }
+        if let Some((what, value)) = self.backstop_itl(f) {
+            numbers.push_str(&format!(
+                "; the guide's ITL trigger read {what}, {} s (backstopitl=test)",
+                value.map_or_else(|| "none observed".to_owned(), num)
             ));
         }
         if let (Some((share, bar)), Some(q)) = (background_tail, f.ttft_seconds.p95) {

@@ -320,6 +320,14 @@ fn the_policy_value_is_read_with_its_settings() {
         ),
         ("proactive; itltest=p95", d()),
         (
+            "proactive; backstopitl=test",
+            ProactiveConfig {
+                backstop_itl_test: true,
+                ..d()
+            },
+        ),
+        ("proactive; backstopitl=p95", d()),
+        (
             "proactive; saturated=0.9",
             ProactiveConfig {
                 saturated: 0.9,
@@ -1361,6 +1369,43 @@ fn under_itltest_the_capacity_estimate_tests_the_statistic_it_names() {
     assert_eq!(
         run(&format!("{base}; itltest=request"), None),
         (Some(10.0), "prior")
+    );
+}
+
+#[test]
+fn under_backstopitl_test_the_guides_itl_trigger_reads_what_itltest_names() {
+    // Two replicas serve 8 req/s each, far below the prior of 20: the inter-token gaps' P95
+    // is over the 70 ms SLO, each request's own time per output token well within it.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        let mut s = fleet(2, 16.0, 4.0);
+        s.fleet.itl_seconds.p95 = Some(0.09);
+        s.fleet.request_tpot_seconds.p95 = Some(0.05);
+        r.steady(120, &s)
+    };
+    // (`backstop=always`: the guide's triggers are followed with the in-flight requests
+    // steady too.)
+    let base = "proactive; capacity=20; startup=300; peak=0; backstop=always; itltest=request";
+    // By default the guide's trigger reads the gaps' P95 and scales out.
+    let p95 = run(base);
+    assert!(
+        p95.target_replicas > 2 && p95.explanation.contains("(itl_slo)"),
+        "{}",
+        p95.explanation
+    );
+    // Reading what the capacity estimate tests, it does not, and the decision says so.
+    let test = run(&format!("{base}; backstopitl=test"));
+    assert!(
+        test.target_replicas <= 2 && !test.explanation.contains("itl_slo"),
+        "{}",
+        test.explanation
+    );
+    assert!(
+        test.explanation.contains(
+            "the guide's ITL trigger read the P95 of each request's own time per output token, 0.05 s (backstopitl=test)"
+        ),
+        "{}",
+        test.explanation
     );
 }
 
