@@ -320,7 +320,8 @@ impl LearnedWatch {
     fn exchange_when_due(&mut self, scaler: Option<&Scaler>) {
         let outcome = self.exchanged.lock().ok().and_then(|mut w| w.take());
         match outcome {
-            None | Some(Exchange::Kept) => {}
+            None => {}
+            Some(Exchange::Kept) => self.status.error = None,
             Some(Exchange::Written(unix)) => {
                 self.status.written_unix_seconds = Some(unix);
                 self.status.error = None;
