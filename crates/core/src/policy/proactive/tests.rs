@@ -342,6 +342,14 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         ("proactive; saturated=0.8", d()),
+        (
+            "proactive; saturation=queued",
+            ProactiveConfig {
+                saturation_queued: true,
+                ..d()
+            },
+        ),
+        ("proactive; saturation=window", d()),
         ("proactive; served=finished", d()),
         (
             "proactive; served=completed",
@@ -567,6 +575,17 @@ fn a_saturated_fleet_teaches_capacity_unless_saturated_is_off() {
         "{}",
         default.last().unwrap().1.explanation
     );
+    // Under `saturation=queued` the queue teaches from its first decision, before it has
+    // lasted the window.
+    let queued_now = run(
+        "proactive; capacity=6; startup=300; peak=0; saturated=0.9; saturation=queued",
+        0.0,
+    );
+    let (t, d) = queued_now
+        .iter()
+        .find(|(_, d)| d.explanation.contains("a saturated fleet served"))
+        .expect("the estimate learned from the queue at once");
+    assert_eq!(*t, 122, "{}", d.explanation);
     // Clients that gave up in the queue finish too (reason abort), but were not served: of 26
     // finished per second, 6 aborted, so the replicas completed 10 each.
     let aborted = run(
