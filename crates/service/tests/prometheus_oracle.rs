@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use vllm_keda_core::exposition::{Exposition, Label, Sample};
 use vllm_keda_core::signals::{
-    Bucket, FleetSignals, FleetWindow, PodSnapshot, SignalSettings, histogram_quantile,
+    Bucket, FleetSignals, FleetWindow, PodSnapshot, SignalSet, SignalSettings, histogram_quantile,
 };
 
 const WINDOW: &str = "8s";
@@ -462,8 +462,8 @@ fn assert_close(what: &str, ours: f64, theirs: f64, relative: f64) {
     );
 }
 
-fn quantile_of(signals: &FleetSignals, h: usize, q: f64) -> Option<f64> {
-    let set = &signals.fleet;
+/// Our `q` quantile of `HISTOGRAMS[h]` in `set`.
+fn quantile_in(set: &SignalSet, h: usize, q: f64) -> Option<f64> {
     let quantiles = [
         set.e2e_latency_seconds,
         set.ttft_seconds,
@@ -475,6 +475,10 @@ fn quantile_of(signals: &FleetSignals, h: usize, q: f64) -> Option<f64> {
         0.95 => quantiles.p95,
         _ => quantiles.p99,
     }
+}
+
+fn quantile_of(signals: &FleetSignals, h: usize, q: f64) -> Option<f64> {
+    quantile_in(&signals.fleet, h, q)
 }
 
 /// The newest scrape Prometheus stored of every target: the oldest of the targets' newest
@@ -1038,17 +1042,7 @@ async fn compare_hard(prometheus: &Prometheus, time_ms: i64, pods: &[(Activity, 
             for q in [0.5, 0.95, 0.99] {
                 let promql = format!("histogram_quantile({q}, sum by (le) ({delta}))");
                 let theirs = defined(prometheus, &promql, time_ms).await;
-                let quantiles = [
-                    set.e2e_latency_seconds,
-                    set.ttft_seconds,
-                    set.itl_seconds,
-                    set.request_tpot_seconds,
-                ][h];
-                let ours = match q {
-                    0.5 => quantiles.p50,
-                    0.95 => quantiles.p95,
-                    _ => quantiles.p99,
-                };
+                let ours = quantile_in(set, h, q);
                 match (ours, theirs) {
                     (Some(o), Some(t)) => assert_close(&format!("{what}: {promql}"), o, t, 1e-9),
                     (None, None) => {}
