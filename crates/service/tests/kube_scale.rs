@@ -291,16 +291,7 @@ async fn target_of(server: &serve::Server, name: &str, endpoints: &str) -> (i64,
     let mut c = ExternalScalerClient::connect(format!("http://{}", server.grpc_addr()))
         .await
         .unwrap();
-    let metadata: HashMap<String, String> = [
-        ("endpoints", endpoints),
-        ("minReplicas", "1"),
-        ("maxReplicas", "10"),
-        ("scrapeIntervalSeconds", "0.2"),
-        ("scaleDownStabilizationSeconds", "60"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    let metadata = kube_support::metadata(endpoints);
     let r = ScaledObjectRef {
         name: name.to_owned(),
         namespace: "llm".to_owned(),

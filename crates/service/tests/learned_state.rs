@@ -7,7 +7,7 @@
 
 mod kube_support;
 
-use kube_support::{start_pod, within};
+use kube_support::{metadata, start_pod, within};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -217,19 +217,6 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
         assert!(error.starts_with("writing ConfigMap"), "{error}");
     })
     .await;
-}
-
-fn metadata(endpoints: &str) -> HashMap<String, String> {
-    [
-        ("endpoints", endpoints),
-        ("minReplicas", "1"),
-        ("maxReplicas", "10"),
-        ("scrapeIntervalSeconds", "0.2"),
-        ("scaleDownStabilizationSeconds", "60"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect()
 }
 
 /// Asks for `name`'s target once and returns the loop's latest explanation and `/debug`

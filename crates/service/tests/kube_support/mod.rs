@@ -4,6 +4,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -43,4 +44,19 @@ pub async fn start_pod(body: &'static str) -> String {
         axum::Router::new().route("/metrics", axum::routing::get(move || async move { body }));
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{addr}/metrics")
+}
+
+/// A ScaledObject trigger's metadata for one target at `endpoints`: one to ten replicas, a
+/// scrape every 0.2 s, a minute's scale-in stabilisation.
+pub fn metadata(endpoints: &str) -> HashMap<String, String> {
+    [
+        ("endpoints", endpoints),
+        ("minReplicas", "1"),
+        ("maxReplicas", "10"),
+        ("scrapeIntervalSeconds", "0.2"),
+        ("scaleDownStabilizationSeconds", "60"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
 }
