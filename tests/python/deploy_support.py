@@ -51,6 +51,7 @@ SCALER_GAUGES = [
     "vllm_keda_scaler_hindsight_static_beats_ours",
     "vllm_keda_scaler_capacity_per_replica",
     "vllm_keda_scaler_startup_seconds",
+    "vllm_keda_scaler_learned_observed_seconds",
     "vllm_keda_scaler_scaledobjects",
 ]
 SCALER_COUNTERS = [

@@ -165,7 +165,7 @@ fn or_nan(value: Option<f64>) -> f64 {
 }
 
 /// Every per-ScaledObject gauge: registered, set and removed from this table alone.
-pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 18] = [
+pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 19] = [
     ScaledObjectGauge {
         name: "target_replicas",
         help: "Replica target returned to KEDA",
@@ -260,15 +260,20 @@ pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 18] = [
     },
     ScaledObjectGauge {
         name: "capacity_per_replica",
-        help: "Requests per second one replica serves within the SLO, as the proactive policy estimates it from this scaler pod's own history (the metadata's prior until observations move it; NaN under the guide's policy and before any estimate)",
+        help: "Requests per second one replica serves within the SLO, as the proactive policy estimates it from this scaler pod's history, or another pod's it inherited through the learned-state ConfigMap (the metadata's prior until observations move it; NaN under the guide's policy and before any estimate)",
         source: GaugeSource::Cycle(|c| {
             Some(or_nan(c.learned.and_then(|l| l.capacity_per_replica)))
         }),
     },
     ScaledObjectGauge {
         name: "startup_seconds",
-        help: "Seconds from asking for a replica to it serving, as the proactive policy uses it (set, learned by this scaler pod, or the 300 s default; NaN under the guide's policy)",
+        help: "Seconds from asking for a replica to it serving, as the proactive policy uses it (set, learned by this scaler pod or inherited from another, or the 300 s default; NaN under the guide's policy)",
         source: GaugeSource::Cycle(|c| Some(or_nan(c.learned.map(|l| l.startup_seconds)))),
+    },
+    ScaledObjectGauge {
+        name: "learned_observed_seconds",
+        help: "Seconds of decisions with a stable fleet serving load that the proactive policy's learning rests on, another scaler pod's included once inherited or adopted: of two pods keeping their learning in a ConfigMap, the one with more leads (NaN under the guide's policy)",
+        source: GaugeSource::Cycle(|c| Some(or_nan(c.learned.map(|l| l.observed_seconds)))),
     },
 ];
 
@@ -622,6 +627,7 @@ mod tests {
         );
         assert_eq!(value(&m, "capacity_per_replica"), Some(13.5));
         assert_eq!(value(&m, "startup_seconds"), Some(254.0));
+        assert_eq!(value(&m, "learned_observed_seconds"), Some(3600.0));
         // Under the guide's policy nothing is learned: NaN.
         m.record_cycle(
             &labels(),
@@ -632,6 +638,7 @@ mod tests {
         );
         assert!(value(&m, "capacity_per_replica").unwrap().is_nan());
         assert!(value(&m, "startup_seconds").unwrap().is_nan());
+        assert!(value(&m, "learned_observed_seconds").unwrap().is_nan());
         // A later cycle without a healthy target leaves the last timestamp.
         m.record_cycle(&labels(), &reading(None));
         assert_eq!(
@@ -714,8 +721,9 @@ mod tests {
             "# HELP vllm_keda_scaler_hindsight_static_replicas Smallest static fleet that would have served as much of the last day's demand as the autoscaled one (proactive policy's fluid model; NaN before half an hour and under the guide's policy).",
             "# HELP vllm_keda_scaler_hindsight_static_replica_hours_ratio That static fleet's replica-hours over the autoscaled fleet's, last day (below 1: the static fleet was cheaper; NaN while undefined).",
             "# HELP vllm_keda_scaler_hindsight_static_beats_ours 1 when some static fleet would have served at least 1 point more of the last day's demand with at most 97 % of the autoscaled fleet's replica-hours, 0 when none would have, NaN while undefined.",
-            "# HELP vllm_keda_scaler_capacity_per_replica Requests per second one replica serves within the SLO, as the proactive policy estimates it from this scaler pod's own history (the metadata's prior until observations move it; NaN under the guide's policy and before any estimate).",
-            "# HELP vllm_keda_scaler_startup_seconds Seconds from asking for a replica to it serving, as the proactive policy uses it (set, learned by this scaler pod, or the 300 s default; NaN under the guide's policy).",
+            "# HELP vllm_keda_scaler_capacity_per_replica Requests per second one replica serves within the SLO, as the proactive policy estimates it from this scaler pod's history, or another pod's it inherited through the learned-state ConfigMap (the metadata's prior until observations move it; NaN under the guide's policy and before any estimate).",
+            "# HELP vllm_keda_scaler_startup_seconds Seconds from asking for a replica to it serving, as the proactive policy uses it (set, learned by this scaler pod or inherited from another, or the 300 s default; NaN under the guide's policy).",
+            "# HELP vllm_keda_scaler_learned_observed_seconds Seconds of decisions with a stable fleet serving load that the proactive policy's learning rests on, another scaler pod's included once inherited or adopted: of two pods keeping their learning in a ConfigMap, the one with more leads (NaN under the guide's policy).",
             "# HELP vllm_keda_scaler_scrape_duration_seconds Wall time of one cycle's scrape of all targets.",
             "# HELP vllm_keda_scaler_rpc_duration_seconds gRPC handling time by method.",
             "# HELP vllm_keda_scaler_scaledobjects ScaledObjects with a running loop.",
