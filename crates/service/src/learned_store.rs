@@ -51,11 +51,15 @@ impl Record {
     /// history than the loop's (a running peer's, or a restarted pod's that inherited more).
     /// A loop's own record never does, since its history only grows.
     pub fn outranks(&self, own: f64, now_unix: f64) -> bool {
-        let age = now_unix - self.written_unix_seconds;
-        age.is_finite()
-            && age <= MAX_AGE.as_secs_f64()
+        self.fresh_at(now_unix)
             && self.persisted.capacity_per_replica.is_some()
             && self.persisted.observed_seconds > own
+    }
+
+    /// Whether it is young enough to start from at `now_unix`: at most [`MAX_AGE`] old.
+    pub fn fresh_at(&self, now_unix: f64) -> bool {
+        let age = now_unix - self.written_unix_seconds;
+        age.is_finite() && age <= MAX_AGE.as_secs_f64()
     }
 }
 

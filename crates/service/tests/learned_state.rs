@@ -240,6 +240,23 @@ async fn ask(server: &serve::Server, name: &str, metadata: &HashMap<String, Stri
     so.latest().decision.clone().unwrap().explanation
 }
 
+/// Keeps asking for `name`'s target (a loop stops when KEDA does not ask) every 200 ms until
+/// `found` returns something for the latest explanation; the test's time limit bounds it.
+async fn ask_until<T>(
+    server: &serve::Server,
+    name: &str,
+    metadata: &HashMap<String, String>,
+    mut found: impl FnMut(&str) -> Option<T>,
+) -> T {
+    loop {
+        let explanation = ask(server, name, metadata).await;
+        if let Some(t) = found(&explanation) {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigger() {
     within("inheritance", async {
@@ -398,19 +415,11 @@ async fn a_loop_that_learns_writes_its_learning_for_the_next_pod() {
         let server = api.scaler().await;
         ask(&server, "busy", &md).await;
         // Keep KEDA asking (a loop stops when it is not asked), until a record is kept.
-        let kept = loop {
-            ask(&server, "busy", &md).await;
-            let found = api
-                .data
-                .lock()
-                .unwrap()
-                .as_ref()
-                .and_then(|d| d.get(&key).cloned());
-            if let Some(value) = found {
-                break serde_json::from_str::<Record>(&value).unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
+        let kept = ask_until(&server, "busy", &md, |_| {
+            let value = api.data.lock().unwrap().as_ref()?.get(&key).cloned()?;
+            Some(serde_json::from_str::<Record>(&value).unwrap())
+        })
+        .await;
         let status = server.loops().find("llm", "busy").unwrap().latest();
         let learned = status.learned.unwrap();
         assert_eq!(learned.capacity_source, "learned", "{learned:?}");
@@ -453,13 +462,10 @@ async fn a_running_loop_adopts_a_peers_longer_history_and_outlasts_a_shorter_one
         let server = api.scaler().await;
         let status = || server.loops().find("llm", "pair").unwrap().latest();
         // This loop learns and writes its record, with the history it rests on.
-        let ours = loop {
-            ask(&server, "pair", &md).await;
-            if let Some(record) = kept().filter(|r| r.persisted.observed_seconds > 0.0) {
-                break record;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
+        let ours = ask_until(&server, "pair", &md, |_| {
+            kept().filter(|r| r.persisted.observed_seconds > 0.0)
+        })
+        .await;
 
         // A peer that observed for less (half as long as this loop had when it wrote) writes
         // its record over it: this loop keeps its own learning, and its next exchange writes
@@ -468,13 +474,7 @@ async fn a_running_loop_adopts_a_peers_longer_history_and_outlasts_a_shorter_one
         short.persisted.observed_seconds = ours.persisted.observed_seconds / 2.0;
         put(&short);
         let shorts = raw();
-        loop {
-            ask(&server, "pair", &md).await;
-            if raw() != shorts {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        ask_until(&server, "pair", &md, |_| (raw() != shorts).then_some(())).await;
         let learned = status().learned.unwrap();
         assert_eq!(learned.capacity_source, "learned", "{learned:?}");
         assert_ne!(learned.capacity_per_replica, Some(3.25));
@@ -492,15 +492,12 @@ async fn a_running_loop_adopts_a_peers_longer_history_and_outlasts_a_shorter_one
         long.persisted.observed_seconds = 86_000.0;
         put(&long);
         let peers = raw();
-        loop {
-            let explanation = ask(&server, "pair", &md).await;
-            if explanation
+        ask_until(&server, "pair", &md, |explanation| {
+            explanation
                 .contains("capacity 5000 req/s per replica (inherited from another scaler pod)")
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+                .then_some(())
+        })
+        .await;
         let now = status();
         let learned = now.learned.unwrap();
         assert_eq!(learned.startup_seconds, 254.0);

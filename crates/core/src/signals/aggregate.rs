@@ -157,8 +157,7 @@ impl PodCompute {
             generation_tokens_per_second: self.per_second(self.generation),
             batch_tokens_per_step: self.hists[ITERATION]
                 .as_ref()
-                .filter(|h| h.count > 0.0)
-                .map(|h| h.sum / h.count),
+                .and_then(|h| mean_of(h.sum, h.count)),
             itl_mean_seconds: self.hists[ITL]
                 .as_ref()
                 .and_then(|h| mean_of(h.sum, h.count)),
@@ -276,8 +275,7 @@ impl FleetAccumulator {
             preemptions_per_second: self.preemptions_per_second,
             prompt_tokens_per_second: self.prompt_per_second,
             generation_tokens_per_second: self.generation_per_second,
-            batch_tokens_per_step: (self.iteration_count > 0.0)
-                .then(|| self.iteration_sum / self.iteration_count),
+            batch_tokens_per_step: mean_of(self.iteration_sum, self.iteration_count),
             itl_mean_seconds: mean_of(self.itl_sum, self.itl_count),
         }
     }

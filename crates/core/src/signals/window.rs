@@ -110,10 +110,11 @@ impl FleetWindow {
             None => self.pods.entry(pod.to_owned()).or_default(),
         };
         let snapshot = snapshot.filter(|s| s.waiting.is_some() || s.running.is_some());
-        let Some(snapshot) = snapshot else {
+        let Some(mut snapshot) = snapshot else {
             history.healthy = false;
             return;
         };
+        let new_hists = take_hists(&mut snapshot);
         if history.entries.back().is_some_and(|e| e.at >= now) {
             while history.entries.back().is_some_and(|e| e.at >= now) {
                 history.entries.pop_back();
@@ -128,7 +129,7 @@ impl FleetWindow {
         let restart_before = history
             .entries
             .back()
-            .is_some_and(|prev| restarted(prev, &history.latest, &snapshot));
+            .is_some_and(|prev| restarted(prev, &history.latest, &snapshot, &new_hists));
         let PodSnapshot {
             waiting,
             running,
@@ -138,12 +139,6 @@ impl FleetWindow {
             prompt_tokens_total,
             generation_tokens_total,
             request_success_total,
-            e2e_latency,
-            ttft,
-            itl,
-            queue_time,
-            request_tpot,
-            iteration_tokens,
             process_start_time_seconds,
             created_min_seconds,
             ..
@@ -161,17 +156,7 @@ impl FleetWindow {
         }
         // The newest sample is always full: its bounds are shared when the layout holds.
         let previous = history.entries.back().and_then(|e| e.detail.as_deref());
-        let mut hists = [
-            e2e_latency,
-            ttft,
-            itl,
-            queue_time,
-            request_tpot,
-            iteration_tokens,
-        ]
-        .into_iter()
-        .enumerate()
-        .map(|(i, h)| {
+        let mut hists = new_hists.into_iter().enumerate().map(|(i, h)| {
             h.map(|h| KeptHistogram::keep(h, previous.and_then(|p| p.hists[i].as_ref())))
         });
         let hists: KeptHists = std::array::from_fn(|_| hists.next().flatten());
@@ -354,9 +339,23 @@ pub(super) fn baseline(entries: &VecDeque<Entry>, now: Duration, window: Duratio
     }
 }
 
-/// Whether the process behind `snapshot` restarted since `prev`: a restart marker changed, a
-/// counter or bucket went down, or a histogram's `le` set changed.
-fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
+/// Takes the snapshot's histograms out, in the window's order ([`E2E`] to [`ITERATION`]): the
+/// one place that order is written.
+fn take_hists(snapshot: &mut PodSnapshot) -> Hists {
+    [
+        snapshot.e2e_latency.take(),
+        snapshot.ttft.take(),
+        snapshot.itl.take(),
+        snapshot.queue_time.take(),
+        snapshot.request_tpot.take(),
+        snapshot.iteration_tokens.take(),
+    ]
+}
+
+/// Whether the process behind `snapshot` (whose histograms are `hists`, taken out by
+/// [`take_hists`]) restarted since `prev`: a restart marker changed, a counter or bucket went
+/// down, or a histogram's `le` set changed.
+fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot, hists: &Hists) -> bool {
     let changed = |a: Option<f64>, b: Option<f64>| matches!((a, b), (Some(a), Some(b)) if a != b);
     let went_down = |a: Option<f64>, b: Option<f64>| matches!((a, b), (Some(a), Some(b)) if b < a);
     if changed(
@@ -385,17 +384,9 @@ fn restarted(prev: &Entry, latest: &Latest, snapshot: &PodSnapshot) -> bool {
     }) {
         return true;
     }
-    let kept = &c.hists;
-    let new: [&Option<Histogram>; 6] = [
-        &snapshot.e2e_latency,
-        &snapshot.ttft,
-        &snapshot.itl,
-        &snapshot.queue_time,
-        &snapshot.request_tpot,
-        &snapshot.iteration_tokens,
-    ];
-    kept.iter()
-        .zip(new)
+    c.hists
+        .iter()
+        .zip(hists)
         .any(|(before, now)| match (before, now) {
             (Some(before), Some(now)) => !before.same_layout_as(now) || before.decreased_to(now),
             _ => false,

@@ -288,8 +288,9 @@ impl LearnedWatch {
             Err(error) => error,
             Ok(None) => "nothing kept for this trigger yet: it learns from nothing".to_owned(),
             Ok(Some(record)) => {
-                let age = since_epoch().as_secs_f64() - record.written_unix_seconds;
-                if !age.is_finite() || age > learned_store::MAX_AGE.as_secs_f64() {
+                let now = since_epoch().as_secs_f64();
+                let age = now - record.written_unix_seconds;
+                if !record.fresh_at(now) {
                     format!(
                         "the kept record is {:.1} h old (at most {} h is inherited): it learns \
                          from nothing",

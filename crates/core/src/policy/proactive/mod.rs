@@ -361,6 +361,23 @@ impl ItlTest {
             Self::Request => "request",
         }
     }
+
+    /// What it reads in `f`, in words and its value (`None`: nothing observed). `request`
+    /// falls back to the gaps' P95 where the engine does not expose the per-request histogram.
+    pub fn read(self, f: &SignalSet) -> (&'static str, Option<f64>) {
+        let gaps_p95 = ("the inter-token gaps' P95", f.itl_seconds.p95);
+        match self {
+            Self::P95 => gaps_p95,
+            Self::Mean => ("the inter-token gaps' mean", f.itl_mean_seconds),
+            Self::Request => match f.request_tpot_seconds.p95 {
+                Some(p95) => (
+                    "the P95 of each request's own time per output token",
+                    Some(p95),
+                ),
+                None => gaps_p95,
+            },
+        }
+    }
 }
 
 /// What a scaler pod keeps of the proactive policy's learning for the next pod serving the
@@ -612,6 +629,22 @@ const STARTUP_EACH_WINDOW: u32 = 10;
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 
+/// The one of `all` whose word (`word`) is `v`, for the setting `k`; otherwise an error that
+/// lists the words.
+fn one_of<T: Copy>(
+    k: &str,
+    v: &str,
+    all: &[T],
+    word: fn(T) -> &'static str,
+    expected: &str,
+) -> Result<T, String> {
+    all.iter().copied().find(|t| word(*t) == v).ok_or_else(|| {
+        let words: Vec<String> = all.iter().map(|t| format!("`{}`", word(*t))).collect();
+        let (last, rest) = words.split_last().expect("a setting has values");
+        format!("{k}={v:?} is not {} or {last}; {expected}", rest.join(", "))
+    })
+}
+
 /// Reads the value of the `policy` key: `guide` (`None`), or `proactive` optionally followed by
 /// `;`- or space-separated settings `utilization=F` (0..1], `capacity=R` (requests per second
 /// per replica), `startup=S` (seconds), `peak=S` (the peak floor's window, seconds, 0 for
@@ -650,7 +683,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served) and `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token) and `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names) and `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names) and `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -704,32 +737,22 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     *field = two(yes, no)?;
                     continue;
                 }
-                if k == "itltest" {
-                    c.itl_test = ItlTest::ALL
-                        .into_iter()
-                        .find(|t| t.as_str() == v)
-                        .ok_or_else(|| {
-                            format!("{k}={v:?} is not `p95`, `mean` or `request`; {expected}")
-                        })?;
-                    continue;
-                }
-                if k == "breachcap" {
-                    c.breach_cap = BreachCap::ALL
-                        .into_iter()
-                        .find(|b| b.as_str() == v)
-                        .ok_or_else(|| {
-                            format!("{k}={v:?} is not `off`, `probe` or `estimate`; {expected}")
-                        })?;
-                    continue;
-                }
-                if k == "settle" {
-                    c.settle = [Settle::Off, Settle::On, Settle::Steady, Settle::Band]
-                        .into_iter()
-                        .find(|s| s.as_str() == v)
-                        .ok_or_else(|| {
-                            format!("{k}={v:?} is not `on`, `off`, `steady` or `band`; {expected}")
-                        })?;
-                    continue;
+                // The settings with one of several named values.
+                match k {
+                    "itltest" => {
+                        c.itl_test = one_of(k, v, &ItlTest::ALL, ItlTest::as_str, expected)?;
+                        continue;
+                    }
+                    "breachcap" => {
+                        c.breach_cap = one_of(k, v, &BreachCap::ALL, BreachCap::as_str, expected)?;
+                        continue;
+                    }
+                    "settle" => {
+                        let all = [Settle::On, Settle::Off, Settle::Steady, Settle::Band];
+                        c.settle = one_of(k, v, &all, Settle::as_str, expected)?;
+                        continue;
+                    }
+                    _ => {}
                 }
                 if k == "backlog" {
                     c.backlog_replicas = Some(
@@ -1042,29 +1065,17 @@ impl Proactive {
         (self.config.tail_lighter && bar < own).then_some(bar)
     }
 
+    /// Under `backstopitl=test` with `itltest` other than `p95`: what the guide's ITL trigger
+    /// reads in place of the gaps' P95, in words and its value (`None` inside: nothing
+    /// observed, which the guide reads as calm).
+    fn backstop_itl(&self, f: &SignalSet) -> Option<(&'static str, Option<f64>)> {
+        let test = self.config.itl_test;
+        (self.config.backstop_itl_test && test != ItlTest::P95).then(|| test.read(f))
+    }
+
     /// Under `tail=lighter`, when the P95 TTFT is over its SLO but the share of first tokens
     /// within it is at or above the bar light load sets (as of the last decision): that share
     /// and the bar.
-    /// Under `backstopitl=test` with `itltest` other than `p95`: the statistic's name and the
-    /// value the guide's ITL trigger reads in place of the gaps' P95 (`None` inside: nothing
-    /// observed, which the guide reads as calm).
-    fn backstop_itl(&self, f: &SignalSet) -> Option<(&'static str, Option<f64>)> {
-        if !self.config.backstop_itl_test {
-            return None;
-        }
-        match self.config.itl_test {
-            ItlTest::P95 => None,
-            ItlTest::Mean => Some(("the inter-token gaps' mean", f.itl_mean_seconds)),
-            ItlTest::Request => Some(match f.request_tpot_seconds.p95 {
-                Some(p95) => (
-                    "the P95 of each request's own time per output token",
-                    Some(p95),
-                ),
-                None => ("the inter-token gaps' P95", f.itl_seconds.p95),
-            }),
-        }
-    }
-
     fn background_tail(&self, signals: &FleetSignals, slo: Option<f64>) -> Option<(f64, f64)> {
         let bar = self.light_bar()?;
         let slo = slo?;
@@ -1140,11 +1151,7 @@ impl Proactive {
         // Under `itltest=mean|request` the ITL SLO is tested by that statistic, never a share.
         let test = self.config.itl_test;
         let shares_itl = self.config.attainment_shares_itl && test == ItlTest::P95;
-        let itl = match test {
-            ItlTest::P95 => f.itl_seconds.p95,
-            ItlTest::Mean => f.itl_mean_seconds,
-            ItlTest::Request => f.request_tpot_seconds.p95.or(f.itl_seconds.p95),
-        };
+        let (_, itl) = test.read(f);
         let over = |latency: Latency, q: Option<f64>, slo: Option<f64>| {
             let Some(s) = slo else { return false };
             match attainment

@@ -449,9 +449,21 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; saturated=-0.1",
         "proactive; saturated=most",
         "proactive; served=all",
+        "proactive; itltest=median",
+        "proactive; backstopitl=on",
+        "proactive; saturation=always",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
+    }
+    // A setting with named values lists them.
+    for (bad, words) in [
+        ("itltest=median", "is not `p95`, `mean` or `request`"),
+        ("breachcap=on", "is not `off`, `probe` or `estimate`"),
+        ("settle=yes", "is not `on`, `off`, `steady` or `band`"),
+    ] {
+        let e = parse_policy(&format!("proactive; {bad}")).unwrap_err();
+        assert!(e.contains(words), "{bad}: {e}");
     }
 }
 
