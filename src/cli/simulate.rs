@@ -12,10 +12,11 @@ pub(crate) struct SimulateArgs {
     /// poisson:NAME (a bundled trace's per-minute rate, arrivals redrawn from --seed); or a
     /// generated scenario (a rate curve, sizes from a bundled trace, arrivals from --seed):
     /// training set diurnal-conv, flash-crowd-code, batch-bursts-conv, ramp-code,
-    /// on-off-mooncake, lulls-conv, short-troughs-code, swell-mooncake, on-off-conv; held-out
-    /// set working-day-conv, flash-crowd-conv, batch-bursts-code, slow-ramp-conv,
-    /// diurnal-mooncake, on-off-code; second held-out set irregular-bursts-conv,
-    /// working-day-code, steps-mooncake, flash-crowds-code. Repeat for several scenarios.
+    /// on-off-mooncake, lulls-conv, short-troughs-code, swell-mooncake, on-off-conv,
+    /// early-crowd-conv; held-out set working-day-conv, flash-crowd-conv, batch-bursts-code,
+    /// slow-ramp-conv, diurnal-mooncake, on-off-code; second held-out set
+    /// irregular-bursts-conv, working-day-code, steps-mooncake, flash-crowds-code. Repeat for
+    /// several scenarios.
     #[arg(long = "trace", default_value = "azure-conv")]
     pub(crate) traces: Vec<String>,
     /// Replay a named set of generated scenarios instead of --trace: training (defaults may

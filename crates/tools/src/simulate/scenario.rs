@@ -214,6 +214,17 @@ pub const GENERATED: &[Generated] = &[
             off_seconds: 12.0 * MIN,
         },
     },
+    // Added to the training set on 2026-12-05 (EVALUATION.md, "Scenarios"): no other training
+    // scenario has a burst while the capacity estimate still rests on a cold start's light
+    // load (their first bursts come after 15-45 minutes).
+    Generated {
+        name: "early-crowd-conv",
+        set: ScenarioSet::Training,
+        description: "1.5 req/s from a cold start, a crowd of 26 req/s for 12 min at 12 min, then 6 req/s, 2 h",
+        hours: 2.0,
+        sizes: "azure-conv",
+        curve: early_crowd_curve,
+    },
     // Held-out set: other shapes, sizes and timings than any training scenario.
     Generated {
         name: "working-day-conv",
@@ -348,6 +359,14 @@ fn minutes_curve(minutes: usize, base: f64, stretches: &[(usize, usize, f64)]) -
         bucket_seconds: MIN,
         rates,
     }
+}
+
+/// `early-crowd-conv`'s curve: twelve light minutes after the cold start, a crowd, then a
+/// steady load. The crowd comes after the longest start-up of the evaluation (8 minutes), so
+/// the fleet every policy opens with (the clairvoyant plan's first, which looks one start-up
+/// ahead) is sized for the light load.
+fn early_crowd_curve() -> RateCurve {
+    minutes_curve(120, 6.0, &[(0, 12, 1.5), (12, 12, 26.0)])
 }
 
 /// `irregular-bursts-conv`'s curve: bursts of different sizes and lengths at uneven gaps.
@@ -714,28 +733,31 @@ pub fn load(
 mod tests {
     use super::*;
 
+    /// A curve's rate in the middle of each minute of `hours`.
+    fn per_minute(c: &RateCurve, hours: f64) -> Vec<f64> {
+        (0..(hours * 60.0) as usize)
+            .map(|m| c.rate_at(m as f64 * MIN + 30.0))
+            .collect()
+    }
+
+    /// Stretches of one rate: (rate, minutes), in order.
+    fn runs(rates: &[f64]) -> Vec<(f64, usize)> {
+        let mut out: Vec<(f64, usize)> = Vec::new();
+        for &r in rates {
+            match out.last_mut() {
+                Some((last, n)) if *last == r => *n += 1,
+                _ => out.push((r, 1)),
+            }
+        }
+        out
+    }
+
     #[test]
     fn the_second_held_out_sets_curves_are_what_they_say() {
         let curve = |name: &str| {
             let g = GENERATED.iter().find(|g| g.name == name).unwrap();
             assert_eq!(g.set, ScenarioSet::HeldOut2, "{name}");
             ((g.curve)(), g.hours)
-        };
-        let per_minute = |c: &RateCurve, hours: f64| -> Vec<f64> {
-            (0..(hours * 60.0) as usize)
-                .map(|m| c.rate_at(m as f64 * MIN + 30.0))
-                .collect()
-        };
-        // Stretches of one rate: (rate, minutes), in order.
-        let runs = |rates: &[f64]| {
-            let mut out: Vec<(f64, usize)> = Vec::new();
-            for &r in rates {
-                match out.last_mut() {
-                    Some((last, n)) if *last == r => *n += 1,
-                    _ => out.push((r, 1)),
-                }
-            }
-            out
         };
         let (c, h) = curve("irregular-bursts-conv");
         let r = runs(&per_minute(&c, h));
@@ -763,6 +785,22 @@ mod tests {
             vec![(6.0, 30), (45.0, 4), (6.0, 76), (70.0, 3), (6.0, 67)]
         );
         assert_eq!(c.rate_at(h * HOUR + 1.0), 0.0);
+    }
+
+    #[test]
+    fn early_crowd_conv_is_a_training_crowd_twelve_minutes_after_the_cold_start() {
+        let g = GENERATED
+            .iter()
+            .find(|g| g.name == "early-crowd-conv")
+            .unwrap();
+        assert_eq!(g.set, ScenarioSet::Training);
+        assert!(ScenarioSet::Training.names().contains(&"early-crowd-conv"));
+        let c = (g.curve)();
+        assert_eq!(
+            runs(&per_minute(&c, g.hours)),
+            vec![(1.5, 12), (26.0, 12), (6.0, 96)]
+        );
+        assert_eq!(c.rate_at(g.hours * HOUR + 1.0), 0.0);
     }
 
     #[test]
