@@ -112,6 +112,10 @@ pub struct CapacityEstimate {
     /// The lowest throughput per replica a sustained breach was seen at since more was last
     /// served within the SLO (kept only under `breach_cap` other than `Off`).
     breached_at: Option<f64>,
+    /// Whether the estimate has met a replica's limit: a prior (measured), an inherited
+    /// estimate, a sustained breach or a saturated fleet. Until then it rests on what lighter
+    /// load served, a lower bound on what a replica serves.
+    tested: bool,
 }
 
 impl CapacityEstimate {
@@ -127,6 +131,7 @@ impl CapacityEstimate {
             verified: value,
             breach_cap: BreachCap::Off,
             breached_at: None,
+            tested: value.is_some(),
         }
     }
 
@@ -191,6 +196,14 @@ impl CapacityEstimate {
             .filter(|v| v.is_finite() && *v > 0.0)
             .or(Some(value));
         self.source = Source::Inherited;
+        self.tested = true;
+    }
+
+    /// Whether the estimate has met a replica's limit (a prior, an inherited estimate, a
+    /// sustained breach or a saturated fleet), rather than resting only on what lighter load
+    /// served.
+    pub fn tested(&self) -> bool {
+        self.tested
     }
 
     /// The highest throughput per replica known to be served, once there is one.
@@ -219,6 +232,9 @@ impl CapacityEstimate {
         let x = o.per_replica;
         if !x.is_finite() || x <= 0.0 {
             return;
+        }
+        if o.breached || o.saturated.is_some_and(|d| d.is_finite() && d > 0.0) {
+            self.tested = true;
         }
         // A saturated fleet completes at most what its replicas can: the capacity within the
         // SLO is taken to be at least the share `saturated` of it. A breach at a lower
@@ -315,6 +331,37 @@ mod tests {
             saturated: Some(x),
             ..bad(x)
         }
+    }
+
+    #[test]
+    fn an_estimate_is_tested_by_a_prior_an_inheritance_a_breach_or_a_saturated_fleet_only() {
+        let mut light = CapacityEstimate::with_prior(None);
+        assert!(!light.tested());
+        for x in [1.0, 1.5, 2.0] {
+            light.observe(Observation {
+                comfortable: true,
+                ..ok(x)
+            });
+        }
+        assert!(light.value().is_some());
+        assert!(!light.tested(), "what light load served is only a lower bound");
+        let mut breached = light.clone();
+        breached.observe(bad(8.0));
+        assert!(breached.tested());
+        let mut saturated = light.clone();
+        saturated.observe(Observation {
+            breached: false,
+            ..full(9.0)
+        });
+        assert!(saturated.tested());
+        let mut inherited = light.clone();
+        inherited.inherit(12.0, None);
+        assert!(inherited.tested());
+        assert!(CapacityEstimate::with_prior(Some(10.0)).tested());
+        // Nothing a bad reading says tests it.
+        let mut nan = light;
+        nan.observe(bad(f64::NAN));
+        assert!(!nan.tested());
     }
 
     #[test]

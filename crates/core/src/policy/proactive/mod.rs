@@ -310,6 +310,14 @@ pub struct ProactiveConfig {
     /// a window that still holds the calm before the queue, the throughput per replica reads
     /// low, so the floor it sets is lower than a full window's, never higher.
     pub saturation_queued: bool,
+    /// The most replicas an untested capacity estimate asks for, as a multiple of the ready
+    /// replicas (`untested=K`, 1 <= K <= 20; 0, the default, for no bound), and at least one
+    /// more than are ready. Untested: no prior, nothing inherited, no sustained breach and no
+    /// saturated fleet yet, so the estimate rests on what lighter load served, a lower bound
+    /// that sizes a burst at many times its need. The bound holds until the burst itself tests
+    /// the estimate (a rate window of queue or breach); it never bounds the hindsight's fleet
+    /// or the guide's backstop.
+    pub untested_bound: f64,
     /// What a TTFT tail over its SLO says about capacity (`tail=p95|lighter`): `p95` (false),
     /// a breach whenever the P95 (or under `attainment=F`, the share) misses it; `lighter`
     /// (true), where the fleet at light load itself keeps fewer than the share the test asks
@@ -501,6 +509,7 @@ impl Default for ProactiveConfig {
             itl_test: ItlTest::P95,
             backstop_itl_test: false,
             saturation_queued: false,
+            untested_bound: 0.0,
         }
     }
 }
@@ -683,7 +692,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names) and `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue) and `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -779,6 +788,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                         | "probe"
                         | "probecap"
                         | "saturated"
+                        | "untested"
                 );
                 let x: f64 = v
                     .parse()
@@ -807,6 +817,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "probe" if x <= 0.1 => c.probe = x,
                     "probecap" if x == 0.0 || (1.0..=4.0).contains(&x) => c.probe_cap = x,
                     "saturated" if x <= 1.0 => c.saturated = x,
+                    "untested" if x == 0.0 || (1.0..=20.0).contains(&x) => c.untested_bound = x,
                     "ahead" if (1.0..=10.0).contains(&x) => c.trough_ahead_startups = x,
                     "periods" if forecast::PATTERN_PERIODS.contains(&x) => c.pattern_periods = x,
                     _ => {
@@ -1082,6 +1093,18 @@ impl Proactive {
         let p95 = signals.fleet.ttft_seconds.p95?;
         let share = signals.fleet.share_within(Latency::Ttft, slo)?;
         (p95.is_finite() && p95 > slo && share >= bar).then_some((share, bar))
+    }
+
+    /// Under `untested=K`, while the capacity estimate has met no replica's limit: the most
+    /// replicas it may ask for, K times the `ready` ones and at least one more than them,
+    /// within the bounds.
+    fn untested_cap(&self, ready: u32, c: &PolicyConfig) -> Option<u32> {
+        let k = self.config.untested_bound;
+        if k <= 0.0 || self.capacity.tested() {
+            return None;
+        }
+        let times = (k * f64::from(ready)).floor().min(f64::from(u32::MAX)) as u32;
+        Some(clamp(times.max(ready.saturating_add(1)), c))
     }
 
     /// The start-up horizon in use, seconds.
@@ -1373,9 +1396,13 @@ impl Proactive {
         } else {
             (hold, held)
         };
-        let uncapped = demand_need
+        let estimated = demand_need
             .max(floor.map_or(0, |f| f.2))
-            .max(recurring.map_or(0, |r| r.1))
+            .max(recurring.map_or(0, |r| r.1));
+        // `untested=K`: an estimate that has met no replica's limit sizes from a lower bound.
+        let untested = self.untested_cap(ready, c).filter(|b| estimated > *b);
+        let uncapped = untested
+            .unwrap_or(estimated)
             .max(static_floor.unwrap_or(0));
         // `ceiling=seen`: within the demand the hindsight's fleet was judged on, that fleet
         // is enough, while the fleet is within the SLO with no queue and no trigger fires (a
@@ -1817,6 +1844,13 @@ impl Proactive {
                 num(f.ours_served_percent),
                 num(f.ours_replica_hours),
                 super::explain::dur(now.saturating_sub(f.seen)),
+            ));
+        }
+        if let Some(bound) = untested {
+            numbers.push_str(&format!(
+                "; need capped at {bound} replicas ({} times the {ready} ready, at least one more): the capacity estimate has met no replica's limit yet (no breach or saturated fleet), so it is a lower bound (untested={}; uncapped {estimated} replicas)",
+                num(self.config.untested_bound),
+                num(self.config.untested_bound),
             ));
         }
         if let Some((k, peak)) = ceiling {

@@ -350,6 +350,14 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         ("proactive; saturation=window", d()),
+        (
+            "proactive; untested=2",
+            ProactiveConfig {
+                untested_bound: 2.0,
+                ..d()
+            },
+        ),
+        ("proactive; untested=0", d()),
         ("proactive; served=finished", d()),
         (
             "proactive; served=completed",
@@ -452,6 +460,9 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; itltest=median",
         "proactive; backstopitl=on",
         "proactive; saturation=always",
+        "proactive; untested=0.5",
+        "proactive; untested=21",
+        "proactive; untested=-1",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -610,6 +621,62 @@ fn a_saturated_fleet_teaches_capacity_unless_saturated_is_off() {
             .contains("capacity 9 req/s per replica (learned: 90 % of the 10 req/s per replica"),
         "{}",
         d.explanation
+    );
+}
+
+#[test]
+fn under_untested_a_light_loads_estimate_asks_for_at_most_k_times_the_ready_replicas() {
+    // Two replicas served 1 req/s each since the cold start, no prior: the estimate is what
+    // that light load showed. A burst then queues on them; they finish 8 req/s each.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        for t in (0..=300).step_by(2) {
+            r.at(t, &fleet(2, 2.0, 1.0));
+        }
+        (302..=420)
+            .step_by(2)
+            .map(|t| (t, r.at(t, &queued(2, 16.0, 40.0))))
+            .collect::<Vec<_>>()
+    };
+    let tested_at = |v: &[(u64, Decision)]| {
+        v.iter()
+            .find(|(_, d)| d.explanation.contains("a saturated fleet served"))
+            .map(|(t, _)| *t)
+            .expect("the queue tests the estimate once it has lasted the window")
+    };
+    let most_before = |v: &[(u64, Decision)], until: u64| {
+        v.iter()
+            .filter(|(t, _)| *t < until)
+            .map(|(_, d)| d.target_replicas)
+            .max()
+            .unwrap()
+    };
+    let default = run("proactive; startup=300; peak=0");
+    let untested = run("proactive; startup=300; peak=0; untested=2");
+    let at = tested_at(&untested);
+    assert_eq!(at, tested_at(&default), "the bound does not delay the lesson");
+    // Before the test the default sizes the burst from 1 req/s per replica; the bound asks
+    // for at most twice the two ready replicas, and says why.
+    assert!(most_before(&default, at) > 4, "{default:?}");
+    assert_eq!(most_before(&untested, at), 4);
+    let (_, d) = untested.iter().find(|(t, _)| *t == at - 2).unwrap();
+    assert!(
+        d.explanation.contains(
+            "need capped at 4 replicas (2 times the 2 ready, at least one more): the capacity estimate has met no replica's limit yet"
+        ),
+        "{}",
+        d.explanation
+    );
+    // Once tested, the bound is gone and both size the burst alike.
+    let (_, d) = untested.last().unwrap();
+    assert!(!d.explanation.contains("need capped at"), "{}", d.explanation);
+    // A prior is a tested estimate: nothing is bounded.
+    let prior = run("proactive; capacity=1; startup=300; peak=0; untested=2");
+    assert!(
+        prior
+            .iter()
+            .all(|(_, d)| !d.explanation.contains("untested=")),
+        "{prior:?}"
     );
 }
 
