@@ -344,7 +344,10 @@ mod tests {
             });
         }
         assert!(light.value().is_some());
-        assert!(!light.tested(), "what light load served is only a lower bound");
+        assert!(
+            !light.tested(),
+            "what light load served is only a lower bound"
+        );
         let mut breached = light.clone();
         breached.observe(bad(8.0));
         assert!(breached.tested());

@@ -1401,9 +1401,7 @@ impl Proactive {
             .max(recurring.map_or(0, |r| r.1));
         // `untested=K`: an estimate that has met no replica's limit sizes from a lower bound.
         let untested = self.untested_cap(ready, c).filter(|b| estimated > *b);
-        let uncapped = untested
-            .unwrap_or(estimated)
-            .max(static_floor.unwrap_or(0));
+        let uncapped = untested.unwrap_or(estimated).max(static_floor.unwrap_or(0));
         // `ceiling=seen`: within the demand the hindsight's fleet was judged on, that fleet
         // is enough, while the fleet is within the SLO with no queue and no trigger fires (a
         // demand read from a fleet at its limit is what it served, not what arrived: a cap

@@ -654,7 +654,11 @@ fn under_untested_a_light_loads_estimate_asks_for_at_most_k_times_the_ready_repl
     let default = run("proactive; startup=300; peak=0");
     let untested = run("proactive; startup=300; peak=0; untested=2");
     let at = tested_at(&untested);
-    assert_eq!(at, tested_at(&default), "the bound does not delay the lesson");
+    assert_eq!(
+        at,
+        tested_at(&default),
+        "the bound does not delay the lesson"
+    );
     // Before the test the default sizes the burst from 1 req/s per replica; the bound asks
     // for at most twice the two ready replicas, and says why.
     assert!(most_before(&default, at) > 4, "{default:?}");
@@ -669,7 +673,11 @@ fn under_untested_a_light_loads_estimate_asks_for_at_most_k_times_the_ready_repl
     );
     // Once tested, the bound is gone and both size the burst alike.
     let (_, d) = untested.last().unwrap();
-    assert!(!d.explanation.contains("need capped at"), "{}", d.explanation);
+    assert!(
+        !d.explanation.contains("need capped at"),
+        "{}",
+        d.explanation
+    );
     // A prior is a tested estimate: nothing is bounded.
     let prior = run("proactive; capacity=1; startup=300; peak=0; untested=2");
     assert!(
