@@ -82,6 +82,9 @@ pub enum Source {
     Served,
     /// A share of a saturated fleet's throughput (`saturated=F`): the throughput per replica.
     Saturated(f64),
+    /// A share of the throughput per replica of a sustained breach above the estimate
+    /// (`breached=F`): the throughput per replica.
+    Breached(f64),
     /// The probe, stopped at its bound (`probecap=K`): the most known to be served per replica.
     ProbeBound(f64),
     /// The probe, stopped at the throughput per replica of a sustained breach (`breachcap`).
@@ -109,6 +112,9 @@ pub struct CapacityEstimate {
     verified: Option<f64>,
     /// What a sustained breach's throughput bounds.
     breach_cap: BreachCap,
+    /// The share of a sustained breach's throughput per replica the estimate is at least,
+    /// where that throughput is above it (0: a breach only lowers the estimate).
+    breached: f64,
     /// The lowest throughput per replica a sustained breach was seen at since more was last
     /// served within the SLO (kept only under `breach_cap` other than `Off`).
     breached_at: Option<f64>,
@@ -130,6 +136,7 @@ impl CapacityEstimate {
             probe_cap: DEFAULT_PROBE_CAP,
             verified: value,
             breach_cap: BreachCap::Off,
+            breached: 0.0,
             breached_at: None,
             tested: value.is_some(),
         }
@@ -176,6 +183,22 @@ impl CapacityEstimate {
     /// The share of a saturated fleet's throughput the estimate is at least (0: none).
     pub fn saturated_share(&self) -> f64 {
         self.saturated
+    }
+
+    /// The same, raised to at least `share` (0..=1, as `parse_policy` bounds it) of the
+    /// throughput per replica of a sustained breach above the estimate: replicas whose
+    /// latency breaks the SLO while they serve it are at their limit, as a saturated fleet's
+    /// are, whether or not a queue has formed yet. 0, negative or NaN: not at all.
+    pub fn breaching(self, share: f64) -> Self {
+        Self {
+            breached: if share > 0.0 { share.min(1.0) } else { 0.0 },
+            ..self
+        }
+    }
+
+    /// The share of a sustained breach's throughput the estimate is at least (0: none).
+    pub fn breached_share(&self) -> f64 {
+        self.breached
     }
 
     /// The probe's bound as a multiple of the most known to be served (0: none).
@@ -245,6 +268,16 @@ impl CapacityEstimate {
                 self.value = Some(floor);
                 self.verify(floor);
                 self.source = Source::Saturated(done);
+                return;
+            }
+        }
+        // Likewise a sustained breach above the estimate (`breached=F`).
+        if o.breached && self.breached > 0.0 {
+            let floor = self.breached * x;
+            if self.value.is_none_or(|c| floor > c) {
+                self.value = Some(floor);
+                self.verify(floor);
+                self.source = Source::Breached(x);
                 return;
             }
         }
@@ -365,6 +398,29 @@ mod tests {
         let mut nan = light;
         nan.observe(bad(f64::NAN));
         assert!(!nan.tested());
+    }
+
+    #[test]
+    fn under_breached_a_breach_above_the_estimate_raises_it_to_its_share() {
+        // A light load taught 2.5; two replicas then breach while serving 13 each.
+        let light = CapacityEstimate::with_prior(Some(2.5));
+        let mut off = light.clone();
+        off.observe(bad(13.0));
+        assert_eq!(off.value(), Some(2.5), "off: a breach above says nothing");
+        let mut on = light.clone().breaching(0.8);
+        on.observe(bad(13.0));
+        assert_eq!(on.value(), Some(0.8 * 13.0));
+        assert_eq!(on.source(), Source::Breached(13.0));
+        assert_eq!(on.verified(), Some(0.8 * 13.0));
+        // A breach below the estimate corrects it as before.
+        on.observe(bad(8.0));
+        let corrected = 0.8 * 13.0 - CORRECTION * (0.8 * 13.0 - 8.0);
+        assert!((on.value().unwrap() - corrected).abs() < 1e-9);
+        assert_eq!(on.source(), Source::Served);
+        // A breach whose share is below the estimate leaves it.
+        let mut high = CapacityEstimate::with_prior(Some(12.0)).breaching(0.8);
+        high.observe(bad(13.0));
+        assert_eq!(high.value(), Some(12.0));
     }
 
     #[test]

@@ -358,6 +358,14 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         ("proactive; untested=0", d()),
+        (
+            "proactive; breached=0.8",
+            ProactiveConfig {
+                breached: 0.8,
+                ..d()
+            },
+        ),
+        ("proactive; breached=0", d()),
         ("proactive; served=finished", d()),
         (
             "proactive; served=completed",
@@ -463,6 +471,8 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; untested=0.5",
         "proactive; untested=21",
         "proactive; untested=-1",
+        "proactive; breached=1.5",
+        "proactive; breached=-0.1",
     ] {
         let e = parse_policy(bad).unwrap_err();
         assert!(e.contains("expected"), "{bad:?}: {e}");
@@ -686,6 +696,42 @@ fn under_untested_a_light_loads_estimate_asks_for_at_most_k_times_the_ready_repl
             .all(|(_, d)| !d.explanation.contains("untested=")),
         "{prior:?}"
     );
+}
+
+#[test]
+fn under_breached_replicas_that_breach_above_a_light_loads_estimate_teach_it() {
+    // Two replicas served 1 req/s each since the cold start, no prior. A crowd then comes:
+    // they serve 13 req/s each with P95 TTFT over its SLO and no queue.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        for t in (0..=300).step_by(2) {
+            r.at(t, &fleet(2, 2.0, 1.0));
+        }
+        let mut crowd = fleet(2, 26.0, 16.0);
+        crowd.fleet.ttft_seconds.p95 = Some(5.0);
+        (302..=420)
+            .step_by(2)
+            .map(|t| (t, r.at(t, &crowd)))
+            .collect::<Vec<_>>()
+    };
+    let last = |v: &[(u64, Decision)]| v.last().unwrap().1.clone();
+    let default = last(&run("proactive; startup=300; peak=0"));
+    let breached = last(&run("proactive; startup=300; peak=0; breached=0.8"));
+    assert!(
+        breached.explanation.contains(
+            "capacity 10.4 req/s per replica (learned: 80 % of the 13 req/s per replica served through a sustained breach (breached))"
+        ),
+        "{}",
+        breached.explanation
+    );
+    // The default keeps the light load's estimate and sizes the crowd from it.
+    assert!(
+        default.target_replicas > breached.target_replicas + 4,
+        "{} vs {}",
+        default.target_replicas,
+        breached.target_replicas
+    );
+    assert_eq!(default.target_replicas, 20, "{}", default.explanation);
 }
 
 #[test]
