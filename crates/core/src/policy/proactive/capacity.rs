@@ -71,6 +71,9 @@ pub struct Observation {
     /// ready replicas: every replica was busy, and this is the requests per second per ready
     /// replica it completed (not aborted), what one serves at most.
     pub saturated: Option<f64>,
+    /// Requests per second per ready replica completed (finished, less those aborted, such as
+    /// clients giving up in a queue): what a breach's throughput counts (`breached=F`).
+    pub completed: f64,
 }
 
 /// What last moved the estimate.
@@ -271,13 +274,15 @@ impl CapacityEstimate {
                 return;
             }
         }
-        // Likewise a sustained breach above the estimate (`breached=F`).
-        if o.breached && self.breached > 0.0 {
-            let floor = self.breached * x;
+        // Likewise a sustained breach above the estimate (`breached=F`), counting completed
+        // requests: clients that give up in a queue finish in bursts that no replica served.
+        let done = o.completed;
+        if o.breached && self.breached > 0.0 && done.is_finite() && done > 0.0 {
+            let floor = self.breached * done;
             if self.value.is_none_or(|c| floor > c) {
                 self.value = Some(floor);
                 self.verify(floor);
-                self.source = Source::Breached(x);
+                self.source = Source::Breached(done);
                 return;
             }
         }
@@ -345,6 +350,7 @@ mod tests {
             breached: false,
             comfortable: false,
             saturated: None,
+            completed: x,
         }
     }
 
@@ -355,6 +361,7 @@ mod tests {
             breached: true,
             comfortable: false,
             saturated: None,
+            completed: x,
         }
     }
 
@@ -402,7 +409,7 @@ mod tests {
 
     #[test]
     fn under_breached_a_breach_above_the_estimate_raises_it_to_its_share() {
-        // A light load taught 2.5; two replicas then breach while serving 13 each.
+        // A light load taught 2.5; two replicas then breach while completing 13 each.
         let light = CapacityEstimate::with_prior(Some(2.5));
         let mut off = light.clone();
         off.observe(bad(13.0));
@@ -421,6 +428,14 @@ mod tests {
         let mut high = CapacityEstimate::with_prior(Some(12.0)).breaching(0.8);
         high.observe(bad(13.0));
         assert_eq!(high.value(), Some(12.0));
+        // Requests that finished aborted (clients that gave up in a queue) were not served.
+        let mut aborts = light.breaching(0.8);
+        aborts.observe(Observation {
+            completed: 5.0,
+            ..bad(48.0)
+        });
+        assert_eq!(aborts.value(), Some(4.0));
+        assert_eq!(aborts.source(), Source::Breached(5.0));
     }
 
     #[test]

@@ -318,9 +318,9 @@ pub struct ProactiveConfig {
     /// the estimate (a rate window of queue or breach); it never bounds the hindsight's fleet
     /// or the guide's backstop.
     pub untested_bound: f64,
-    /// The share of a sustained breach's throughput per replica the capacity estimate is
-    /// raised to at least, where that throughput is above it (`breached=F`, 0 <= F <= 1; 0,
-    /// the default, for none): replicas whose P95 breaks its SLO while they serve it are at
+    /// The share of a sustained breach's throughput per replica (completed requests, aborted
+    /// ones left out) the capacity estimate is raised to at least, where that throughput is
+    /// above it (`breached=F`, 0 <= F <= 1; 0, the default, for none): replicas whose P95 breaks its SLO while they serve it are at
     /// their limit, as a saturated fleet's are (`saturated=F`), before any queue has lasted a
     /// rate window; without it a breach only lowers the estimate, so one learned from light
     /// load stays a lower bound through the burst that breaks it.
@@ -1262,6 +1262,7 @@ impl Proactive {
                 && ((queued && !self.config.breach_while_growing) || self.demand.growth() >= 0.0),
             comfortable,
             saturated,
+            completed: completed / f64::from(replicas.max(1)),
         });
         let Some(cap) = self.capacity.value() else {
             let mut d = guide;
@@ -2014,7 +2015,7 @@ fn explain(
                 num(x)
             ),
             Source::Breached(x) => format!(
-                "learned: {} of the {} req/s per replica served through a sustained breach (breached)",
+                "learned: {} of the {} req/s per replica completed through a sustained breach (breached)",
                 pct(est.breached_share()),
                 num(x)
             ),

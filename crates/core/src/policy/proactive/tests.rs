@@ -719,7 +719,7 @@ fn under_breached_replicas_that_breach_above_a_light_loads_estimate_teach_it() {
     let breached = last(&run("proactive; startup=300; peak=0; breached=0.8"));
     assert!(
         breached.explanation.contains(
-            "capacity 10.4 req/s per replica (learned: 80 % of the 13 req/s per replica served through a sustained breach (breached))"
+            "capacity 10.4 req/s per replica (learned: 80 % of the 13 req/s per replica completed through a sustained breach (breached))"
         ),
         "{}",
         breached.explanation
