@@ -634,20 +634,24 @@ fn a_saturated_fleet_teaches_capacity_unless_saturated_is_off() {
     );
 }
 
+/// Two replicas serving 1 req/s each for five minutes from the cold start (the estimate is
+/// what that light load showed, unless `metadata` sets a prior), then `crowd` for two: the
+/// decisions during the crowd.
+fn light_then(metadata: &str, crowd: &FleetSignals) -> Vec<(u64, Decision)> {
+    let mut r = Run::new(metadata, 2);
+    for t in (0..=300).step_by(2) {
+        r.at(t, &fleet(2, 2.0, 1.0));
+    }
+    (302..=420)
+        .step_by(2)
+        .map(|t| (t, r.at(t, crowd)))
+        .collect()
+}
+
 #[test]
 fn under_untested_a_light_loads_estimate_asks_for_at_most_k_times_the_ready_replicas() {
-    // Two replicas served 1 req/s each since the cold start, no prior: the estimate is what
-    // that light load showed. A burst then queues on them; they finish 8 req/s each.
-    let run = |metadata: &str| {
-        let mut r = Run::new(metadata, 2);
-        for t in (0..=300).step_by(2) {
-            r.at(t, &fleet(2, 2.0, 1.0));
-        }
-        (302..=420)
-            .step_by(2)
-            .map(|t| (t, r.at(t, &queued(2, 16.0, 40.0))))
-            .collect::<Vec<_>>()
-    };
+    // A burst queues on the light load's two replicas; they finish 8 req/s each.
+    let run = |metadata: &str| light_then(metadata, &queued(2, 16.0, 40.0));
     let tested_at = |v: &[(u64, Decision)]| {
         v.iter()
             .find(|(_, d)| d.explanation.contains("a saturated fleet served"))
@@ -700,20 +704,11 @@ fn under_untested_a_light_loads_estimate_asks_for_at_most_k_times_the_ready_repl
 
 #[test]
 fn under_breached_replicas_that_breach_above_a_light_loads_estimate_teach_it() {
-    // Two replicas served 1 req/s each since the cold start, no prior. A crowd then comes:
-    // they serve 13 req/s each with P95 TTFT over its SLO and no queue.
-    let run = |metadata: &str| {
-        let mut r = Run::new(metadata, 2);
-        for t in (0..=300).step_by(2) {
-            r.at(t, &fleet(2, 2.0, 1.0));
-        }
-        let mut crowd = fleet(2, 26.0, 16.0);
-        crowd.fleet.ttft_seconds.p95 = Some(5.0);
-        (302..=420)
-            .step_by(2)
-            .map(|t| (t, r.at(t, &crowd)))
-            .collect::<Vec<_>>()
-    };
+    // A crowd comes to the light load's two replicas: they serve 13 req/s each with P95 TTFT
+    // over its SLO and no queue.
+    let mut crowd = fleet(2, 26.0, 16.0);
+    crowd.fleet.ttft_seconds.p95 = Some(5.0);
+    let run = |metadata: &str| light_then(metadata, &crowd);
     let last = |v: &[(u64, Decision)]| v.last().unwrap().1.clone();
     let default = last(&run("proactive; startup=300; peak=0"));
     let breached = last(&run("proactive; startup=300; peak=0; breached=0.8"));
