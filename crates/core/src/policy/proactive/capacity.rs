@@ -118,6 +118,10 @@ pub struct CapacityEstimate {
     /// The share of a sustained breach's throughput per replica the estimate is at least,
     /// where that throughput is above it (0: a breach only lowers the estimate).
     breached: f64,
+    /// Whether a breach's lesson (`breached`) is taken only while the estimate is untested
+    /// (`breachedif=untested`): the first breach that meets a light load's estimate teaches
+    /// it, and later breaches, once a replica's limit has been met, only lower it.
+    breached_untested: bool,
     /// The lowest throughput per replica a sustained breach was seen at since more was last
     /// served within the SLO (kept only under `breach_cap` other than `Off`).
     breached_at: Option<f64>,
@@ -140,6 +144,7 @@ impl CapacityEstimate {
             verified: value,
             breach_cap: BreachCap::Off,
             breached: 0.0,
+            breached_untested: false,
             breached_at: None,
             tested: value.is_some(),
         }
@@ -204,6 +209,15 @@ impl CapacityEstimate {
         self.breached
     }
 
+    /// The same, with a breach's lesson (`breaching`) taken only while the estimate is
+    /// untested (`only`), or whenever a breach is above it.
+    pub fn breaching_while_untested(self, only: bool) -> Self {
+        Self {
+            breached_untested: only,
+            ..self
+        }
+    }
+
     /// The probe's bound as a multiple of the most known to be served (0: none).
     pub fn probe_cap(&self) -> f64 {
         self.probe_cap
@@ -259,6 +273,7 @@ impl CapacityEstimate {
         if !x.is_finite() || x <= 0.0 {
             return;
         }
+        let was_tested = self.tested;
         if o.breached || o.saturated.is_some_and(|d| d.is_finite() && d > 0.0) {
             self.tested = true;
         }
@@ -276,8 +291,10 @@ impl CapacityEstimate {
         }
         // Likewise a sustained breach above the estimate (`breached=F`), counting completed
         // requests: clients that give up in a queue finish in bursts that no replica served.
+        // Under `breachedif=untested`, only the breach that first tests the estimate.
         let done = o.completed;
-        if o.breached && self.breached > 0.0 && done.is_finite() && done > 0.0 {
+        let teaches = !(self.breached_untested && was_tested);
+        if o.breached && teaches && self.breached > 0.0 && done.is_finite() && done > 0.0 {
             let floor = self.breached * done;
             if self.value.is_none_or(|c| floor > c) {
                 self.value = Some(floor);
@@ -436,6 +453,35 @@ mod tests {
         });
         assert_eq!(aborts.value(), Some(4.0));
         assert_eq!(aborts.source(), Source::Breached(5.0));
+    }
+
+    #[test]
+    fn under_breachedif_untested_only_the_breach_that_first_tests_the_estimate_teaches() {
+        // A light load taught 2.5, untested; a breach at 13 per replica tests it.
+        let mut light = CapacityEstimate::with_prior(None).breaching(0.8);
+        light.observe(ok(2.5));
+        assert!(!light.tested());
+        let mut once = light.clone().breaching_while_untested(true);
+        let mut always = light;
+        for e in [&mut once, &mut always] {
+            e.observe(bad(13.0));
+            assert_eq!(e.value(), Some(0.8 * 13.0));
+            assert!(e.tested());
+        }
+        // A later breach above the estimate teaches only without the gate.
+        once.observe(bad(20.0));
+        always.observe(bad(20.0));
+        assert_eq!(once.value(), Some(0.8 * 13.0));
+        assert_eq!(always.value(), Some(0.8 * 20.0));
+        // An estimate a saturated fleet tested first is not raised by a breach.
+        let mut saturated = CapacityEstimate::with_prior(None)
+            .breaching(0.8)
+            .breaching_while_untested(true);
+        saturated.observe(ok(2.5));
+        saturated.observe(full(5.0));
+        let before = saturated.value();
+        saturated.observe(bad(13.0));
+        assert_eq!(saturated.value(), before);
     }
 
     #[test]

@@ -359,6 +359,14 @@ fn the_policy_value_is_read_with_its_settings() {
         ),
         ("proactive; untested=0", d()),
         (
+            "proactive; breachedif=untested",
+            ProactiveConfig {
+                breached_untested: true,
+                ..d()
+            },
+        ),
+        ("proactive; breachedif=always", d()),
+        (
             "proactive; breached=0.8",
             ProactiveConfig {
                 breached: 0.8,
