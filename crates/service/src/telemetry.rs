@@ -614,6 +614,7 @@ mod tests {
         let learned = Learned {
             capacity_per_replica: Some(13.5),
             capacity_source: "learned",
+            capacity_tested: true,
             startup_seconds: 254.0,
             startup_source: "learned",
             observed_seconds: 3600.0,

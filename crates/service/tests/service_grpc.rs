@@ -455,6 +455,7 @@ async fn health_and_admin_routes() {
         // What the proactive policy (the default) has learned: nothing yet within a second, so
         // no capacity estimate, and the start-up time is its default.
         assert_eq!(detail["learned"]["capacity_source"], "none", "{detail}");
+        assert_eq!(detail["learned"]["capacity_tested"], false, "{detail}");
         assert!(detail["learned"]["capacity_per_replica"].is_null(), "{detail}");
         assert_eq!(detail["learned"]["startup_seconds"], 300.0, "{detail}");
         assert_eq!(detail["learned"]["startup_source"], "default", "{detail}");

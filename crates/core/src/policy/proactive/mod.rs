@@ -427,6 +427,11 @@ pub struct Learned {
     /// Where the estimate stands: `learned` (observations moved it), `prior` (the metadata's
     /// `capacity=R`, not moved yet), `inherited` (an earlier pod's, not moved yet) or `none`.
     pub capacity_source: &'static str,
+    /// Whether the estimate has met a replica's limit: a prior, an inherited estimate, a
+    /// sustained breach or a saturated fleet. Until then it rests on what lighter load served,
+    /// a lower bound (`untested=K` bounds what it asks for, `breachedif=untested` when a breach
+    /// teaches it).
+    pub capacity_tested: bool,
     /// The start-up time in use, seconds.
     pub startup_seconds: f64,
     /// Where it comes from: `set` (`startup=S`), `learned`, `inherited` (an earlier pod's,
@@ -1040,6 +1045,7 @@ impl Proactive {
             } else {
                 "none"
             },
+            capacity_tested: self.capacity.tested(),
             startup_seconds: self.horizon_seconds(),
             startup_source: if self.config.startup_seconds.is_some() {
                 "set"

@@ -2663,6 +2663,7 @@ fn what_the_policy_learned_names_its_sources() {
     let fresh = Run::new("proactive", 1);
     let l = fresh.proactive.learned();
     assert_eq!((l.capacity_per_replica, l.capacity_source), (None, "none"));
+    assert!(!l.capacity_tested);
     assert_eq!((l.startup_seconds, l.startup_source), (300.0, "default"));
     let set = Run::new("proactive; capacity=10; startup=240", 1);
     let l = set.proactive.learned();
@@ -2670,6 +2671,7 @@ fn what_the_policy_learned_names_its_sources() {
         (l.capacity_per_replica, l.capacity_source),
         (Some(10.0), "prior")
     );
+    assert!(l.capacity_tested, "a prior is measured");
     assert_eq!((l.startup_seconds, l.startup_source), (240.0, "set"));
     // Two replicas serving 12 req/s each within the SLO for ten minutes: the estimate moves
     // from the prior to what was served, and says it was learned.
@@ -2680,6 +2682,14 @@ fn what_the_policy_learned_names_its_sources() {
         (l.capacity_per_replica, l.capacity_source),
         (Some(12.0), "learned")
     );
+    // Without a prior, light load's estimate is untested until a breach or a queue meets it.
+    let mut light = Run::new("proactive; startup=240", 2);
+    light.steady(600, &fleet(2, 4.0, 1.0));
+    assert!(!light.proactive.learned().capacity_tested);
+    for t in (602..=720).step_by(2) {
+        light.at(t, &queued(2, 16.0, 40.0));
+    }
+    assert!(light.proactive.learned().capacity_tested);
 }
 
 #[test]
