@@ -56,6 +56,47 @@ impl BreachCap {
     }
 }
 
+/// When a sustained breach above the estimate raises it (`breachedif=always|untested|above|light`,
+/// for `breached=F`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BreachLesson {
+    /// At every sustained breach above the estimate, or with none yet.
+    Always,
+    /// Only at the breach that first tests the estimate (or makes the first one).
+    Untested,
+    /// At every sustained breach above an estimate that exists: a breach with none to raise
+    /// makes none.
+    Above,
+    /// Only at the breach that first tests an estimate that exists: one light load set.
+    Light,
+}
+
+impl BreachLesson {
+    /// Every value, in the order the setting lists them.
+    pub const ALL: [Self; 4] = [Self::Always, Self::Untested, Self::Above, Self::Light];
+
+    /// The setting's value for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Always => "always",
+            Self::Untested => "untested",
+            Self::Above => "above",
+            Self::Light => "light",
+        }
+    }
+
+    /// Whether a breach teaches an estimate that is `tested` or not, and exists or not.
+    fn teaches(self, tested: bool, exists: bool) -> bool {
+        match self {
+            Self::Always => true,
+            Self::Untested => !tested,
+            Self::Above => exists,
+            Self::Light => exists && !tested,
+        }
+    }
+}
+
 /// What one observation of the fleet says about capacity.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Observation {
@@ -118,10 +159,8 @@ pub struct CapacityEstimate {
     /// The share of a sustained breach's throughput per replica the estimate is at least,
     /// where that throughput is above it (0: a breach only lowers the estimate).
     breached: f64,
-    /// Whether a breach's lesson (`breached`) is taken only while the estimate is untested
-    /// (`breachedif=untested`): the first breach that meets a light load's estimate teaches
-    /// it, and later breaches, once a replica's limit has been met, only lower it.
-    breached_untested: bool,
+    /// When a breach's lesson (`breached`) is taken (`breachedif`).
+    breached_if: BreachLesson,
     /// The lowest throughput per replica a sustained breach was seen at since more was last
     /// served within the SLO (kept only under `breach_cap` other than `Off`).
     breached_at: Option<f64>,
@@ -144,7 +183,7 @@ impl CapacityEstimate {
             verified: value,
             breach_cap: BreachCap::Off,
             breached: 0.0,
-            breached_untested: false,
+            breached_if: BreachLesson::Always,
             breached_at: None,
             tested: value.is_some(),
         }
@@ -209,11 +248,10 @@ impl CapacityEstimate {
         self.breached
     }
 
-    /// The same, with a breach's lesson (`breaching`) taken only while the estimate is
-    /// untested (`only`), or whenever a breach is above it.
-    pub fn breaching_while_untested(self, only: bool) -> Self {
+    /// The same, with a breach's lesson (`breaching`) taken when `when` says.
+    pub fn breaching_if(self, when: BreachLesson) -> Self {
         Self {
-            breached_untested: only,
+            breached_if: when,
             ..self
         }
     }
@@ -291,9 +329,10 @@ impl CapacityEstimate {
         }
         // Likewise a sustained breach above the estimate (`breached=F`), counting completed
         // requests: clients that give up in a queue finish in bursts that no replica served.
-        // Under `breachedif=untested`, only the breach that first tests the estimate.
+        // `breachedif` says which breaches teach: under `untested` and `light` only the one
+        // that first tests the estimate, under `above` and `light` only one above an estimate.
         let done = o.completed;
-        let teaches = !(self.breached_untested && was_tested);
+        let teaches = self.breached_if.teaches(was_tested, self.value.is_some());
         if o.breached && teaches && self.breached > 0.0 && done.is_finite() && done > 0.0 {
             let floor = self.breached * done;
             if self.value.is_none_or(|c| floor > c) {
@@ -461,7 +500,7 @@ mod tests {
         let mut light = CapacityEstimate::with_prior(None).breaching(0.8);
         light.observe(ok(2.5));
         assert!(!light.tested());
-        let mut once = light.clone().breaching_while_untested(true);
+        let mut once = light.clone().breaching_if(BreachLesson::Untested);
         let mut always = light;
         for e in [&mut once, &mut always] {
             e.observe(bad(13.0));
@@ -476,12 +515,47 @@ mod tests {
         // An estimate a saturated fleet tested first is not raised by a breach.
         let mut saturated = CapacityEstimate::with_prior(None)
             .breaching(0.8)
-            .breaching_while_untested(true);
+            .breaching_if(BreachLesson::Untested);
         saturated.observe(ok(2.5));
         saturated.observe(full(5.0));
         let before = saturated.value();
         saturated.observe(bad(13.0));
         assert_eq!(saturated.value(), before);
+    }
+
+    #[test]
+    fn under_breachedif_above_and_light_a_breach_with_no_estimate_makes_none() {
+        let lesson = |when: BreachLesson| {
+            CapacityEstimate::with_prior(None)
+                .breaching(0.8)
+                .breaching_if(when)
+        };
+        // No estimate yet: a breach makes the first one under `always` and `untested` only.
+        for (when, made) in [
+            (BreachLesson::Always, Some(0.8 * 13.0)),
+            (BreachLesson::Untested, Some(0.8 * 13.0)),
+            (BreachLesson::Above, None),
+            (BreachLesson::Light, None),
+        ] {
+            let mut e = lesson(when);
+            e.observe(bad(13.0));
+            assert_eq!(e.value(), made, "{}", when.as_str());
+        }
+        // A light load's estimate: the first breach above it teaches under all four; the
+        // second only where the gate does not ask for an untested estimate.
+        for (when, second) in [
+            (BreachLesson::Always, 0.8 * 20.0),
+            (BreachLesson::Untested, 0.8 * 13.0),
+            (BreachLesson::Above, 0.8 * 20.0),
+            (BreachLesson::Light, 0.8 * 13.0),
+        ] {
+            let mut e = lesson(when);
+            e.observe(ok(2.5));
+            e.observe(bad(13.0));
+            assert_eq!(e.value(), Some(0.8 * 13.0), "{}", when.as_str());
+            e.observe(bad(20.0));
+            assert_eq!(e.value(), Some(second), "{}", when.as_str());
+        }
     }
 
     #[test]

@@ -361,7 +361,21 @@ fn the_policy_value_is_read_with_its_settings() {
         (
             "proactive; breachedif=untested",
             ProactiveConfig {
-                breached_untested: true,
+                breached_if: BreachLesson::Untested,
+                ..d()
+            },
+        ),
+        (
+            "proactive; breachedif=above",
+            ProactiveConfig {
+                breached_if: BreachLesson::Above,
+                ..d()
+            },
+        ),
+        (
+            "proactive; breachedif=light",
+            ProactiveConfig {
+                breached_if: BreachLesson::Light,
                 ..d()
             },
         ),
