@@ -110,6 +110,13 @@ pub(crate) struct SimulateArgs {
     /// whose target or reason changed, with its numbers).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
+    /// Warm start: each `ours` run first runs once on the same scenario drawn with the seed
+    /// plus 1000 (a day before: other arrivals and start-ups) and starts from what it learned
+    /// there (capacity estimate and start-up time), as a scaler pod starts from
+    /// --learned-state-configmap. The peers and static fleets start as always. Not the
+    /// evaluation's protocol, which starts every policy cold.
+    #[arg(long)]
+    pub(crate) warm: bool,
 }
 
 impl From<SimulateArgs> for SimulateOptions {
@@ -137,6 +144,7 @@ impl From<SimulateArgs> for SimulateOptions {
             sweep: args.sweep,
             json: args.json,
             out: args.out,
+            warm: args.warm,
         }
     }
 }

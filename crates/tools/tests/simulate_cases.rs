@@ -265,3 +265,50 @@ fn every_static_fleet_that_dominates_an_autoscaled_row_is_named_and_only_those()
         assert!(row.dominated_by_static.is_empty(), "{}", row.policy);
     }
 }
+
+#[test]
+fn a_warm_run_starts_from_what_an_earlier_run_learned_and_a_cold_one_does_not() {
+    // Yesterday: half a replica's capacity for 20 minutes teaches a capacity estimate and
+    // a start-up time. Today, another draw of the same load: the warm run decides from the
+    // inherited estimate at once, the cold one has none until it has served within the SLO.
+    let c = capacity_rps();
+    let yesterday = poisson(&[(0.5 * c, 1200.0)], 3);
+    let today = poisson(&[(0.5 * c, 1200.0)], 4);
+    let sim = simulation(120, &[]);
+    let (before, _) = sim.run_policy(&yesterday, &PolicySpec::Ours).unwrap();
+    let learned = before
+        .learned_state
+        .expect("the proactive policy keeps what it learned");
+    let capacity = learned
+        .capacity_per_replica
+        .expect("20 minutes within the SLO teach an estimate");
+    assert!(capacity > 0.0, "{capacity}");
+    let first = |r: &vllm_keda_tools::simulate::fleet::RunResult| {
+        r.decisions
+            .first()
+            .expect("the first decision is kept")
+            .explanation
+            .clone()
+    };
+    let (warm, _) = sim
+        .run_policy_from(&today, &PolicySpec::Ours, Some(&learned))
+        .unwrap();
+    assert!(
+        first(&warm).contains("inherited from another scaler pod"),
+        "{}",
+        first(&warm)
+    );
+    let (cold, _) = sim.run_policy(&today, &PolicySpec::Ours).unwrap();
+    assert!(
+        first(&cold).contains("no capacity estimate yet"),
+        "{}",
+        first(&cold)
+    );
+    // The peers have nothing to inherit: a warm start leaves them as they are.
+    let (a, peer) = sim
+        .run_policy_from(&today, &PolicySpec::PrometheusKeda, Some(&learned))
+        .unwrap();
+    let (b, again) = sim.run_policy(&today, &PolicySpec::PrometheusKeda).unwrap();
+    assert_eq!(peer, again);
+    assert!(a.learned_state.is_none() && b.learned_state.is_none());
+}

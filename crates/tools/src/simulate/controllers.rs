@@ -22,6 +22,7 @@ use std::time::Duration;
 use crate::trace::TraceRequest;
 use vllm_emulator::{RenderInfo, RequestShape, render};
 use vllm_keda_core::config::ScalerConfig;
+use vllm_keda_core::policy::proactive::Persisted;
 use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 use vllm_keda_core::{Scaler, ScrapeRound, Step};
 
@@ -73,6 +74,12 @@ impl Ours {
         }
     }
 
+    /// Starts the proactive policy from what an earlier run learned, as a scaler pod starts
+    /// from `--learned-state-configmap` (nothing under the guide's policy).
+    pub fn inherit(&mut self, learned: &Persisted) {
+        self.scaler.inherit(learned);
+    }
+
     /// One scrape interval of the production path: the bodies of one round, by target name, in,
     /// the decision out. `wake` calls it with the bodies the ready replicas render.
     pub fn observe<'a>(
@@ -115,6 +122,10 @@ impl Autoscaler for Ours {
 
     fn take_decisions(&mut self) -> Vec<DecisionNote> {
         std::mem::take(&mut self.decisions)
+    }
+
+    fn learned_state(&self) -> Option<Persisted> {
+        self.scaler.persisted()
     }
 
     fn hindsight(&self) -> Option<StaticComparison> {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::trace::TraceRequest;
 use vllm_emulator::{Engine, EngineConfig, Event, RequestId, RequestSpec, SplitMix64};
+use vllm_keda_core::policy::proactive::Persisted;
 use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
 
 use super::report::{RequestOutcome, ScaleEvent};
@@ -444,6 +445,11 @@ pub trait Autoscaler {
     fn hindsight(&self) -> Option<StaticComparison> {
         None
     }
+    /// What it learned by the end of the run, as a scaler pod keeps it for the next (only our
+    /// scaler's proactive policy learns).
+    fn learned_state(&self) -> Option<Persisted> {
+        None
+    }
 }
 
 /// One explained decision: kept when the target or the reason changed from the one before.
@@ -494,6 +500,8 @@ pub struct RunResult {
     pub decisions: Vec<DecisionNote>,
     /// The controller's comparison with static fleets at the end (ours only).
     pub hindsight: Option<StaticComparison>,
+    /// What the controller learned by the end, for a run that starts from it (ours only).
+    pub learned_state: Option<Persisted>,
 }
 
 /// Replays `requests` (sorted by arrival) through a fleet of `initial` ready replicas under
@@ -599,5 +607,6 @@ pub fn run(
         series,
         decisions: controller.take_decisions(),
         hindsight: controller.hindsight(),
+        learned_state: controller.learned_state(),
     }
 }

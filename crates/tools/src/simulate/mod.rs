@@ -25,6 +25,7 @@ use anyhow::Context as _;
 use crate::plot::{Axis, Chart, Series};
 use vllm_emulator::EngineConfig;
 use vllm_keda_core::config::ScalerConfig;
+use vllm_keda_core::policy::proactive::Persisted;
 use vllm_keda_core::policy::proactive::hindsight;
 
 use controllers::{
@@ -89,7 +90,14 @@ pub struct SimulateOptions {
     pub json: bool,
     /// Write report.md, report.json and the SVG plots into this directory.
     pub out: Option<PathBuf>,
+    /// Warm start: each `ours` run first runs once on the same scenario drawn with the seed
+    /// plus [`WARM_SEED_OFFSET`] (a day before, with other arrivals and start-ups) and starts
+    /// from what it learned there, as a scaler pod starts from `--learned-state-configmap`.
+    pub warm: bool,
 }
+
+/// What a warm start adds to a seed to draw the day it learns from.
+pub const WARM_SEED_OFFSET: u64 = 1000;
 
 impl Default for SimulateOptions {
     fn default() -> Self {
@@ -118,6 +126,7 @@ impl Default for SimulateOptions {
             sweep: false,
             json: false,
             out: None,
+            warm: false,
         }
     }
 }
@@ -558,6 +567,18 @@ impl Simulation {
         scenario: &Scenario,
         policy: &PolicySpec,
     ) -> anyhow::Result<(RunResult, PolicyReport)> {
+        self.run_policy_from(scenario, policy, None)
+    }
+
+    /// As [`Self::run_policy`], with `ours` starting from what an earlier run learned
+    /// (`inherited`, from [`RunResult::learned_state`]) as a scaler pod starts from its
+    /// learned-state ConfigMap; the peers start as they always do.
+    pub fn run_policy_from(
+        &self,
+        scenario: &Scenario,
+        policy: &PolicySpec,
+        inherited: Option<&Persisted>,
+    ) -> anyhow::Result<(RunResult, PolicyReport)> {
         let opening = self.oracle_for(scenario, &self.oracle).initial();
         let (initial, mut controller): (u32, Box<dyn Autoscaler>) = match policy {
             PolicySpec::Ours | PolicySpec::OursWith(_) => {
@@ -571,7 +592,11 @@ impl Simulation {
                     _ => self.ours.clone(),
                 };
                 let initial = opening.clamp(config.policy.min_replicas, config.policy.max_replicas);
-                (initial, Box::new(Ours::new(&config, initial)))
+                let mut ours = Ours::new(&config, initial);
+                if let Some(learned) = inherited {
+                    ours.inherit(learned);
+                }
+                (initial, Box::new(ours))
             }
             PolicySpec::PrometheusKeda => (
                 opening,
@@ -1159,7 +1184,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
         // (policy name) -> (family, attainments, GPU-hours)
         let mut sweep: Vec<(String, String, Vec<f64>, Vec<f64>)> = Vec::new();
         let mut lower_bounds = Vec::new();
-        for (k, &seed) in seeds.iter().enumerate() {
+        let load = |seed: u64| -> anyhow::Result<Scenario> {
             let mut scenario =
                 scenario::load(spec, args.rate_multiplier, args.time_compression, seed)?;
             if let Some(limit) = args.duration_seconds {
@@ -1172,15 +1197,28 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                     );
                 }
             }
+            Ok(scenario)
+        };
+        let simulation_for = |seed: u64| Simulation {
+            seed,
+            fleet: FleetSettings {
+                startup_seed: seed,
+                ..base.fleet.clone()
+            },
+            static_runs: StaticRuns::default(),
+            ..base.clone()
+        };
+        for (k, &seed) in seeds.iter().enumerate() {
+            let scenario = load(seed)?;
             scenario_name = scenario.name.clone();
-            let simulation = Simulation {
-                seed,
-                fleet: FleetSettings {
-                    startup_seed: seed,
-                    ..base.fleet.clone()
-                },
-                static_runs: StaticRuns::default(),
-                ..base.clone()
+            let simulation = simulation_for(seed);
+            // Under --warm, the day before: the same scenario with other arrivals and
+            // start-ups, which each `ours` run learns from first.
+            let day_before = if args.warm {
+                let before = seed.wrapping_add(WARM_SEED_OFFSET);
+                Some((load(before)?, simulation_for(before)))
+            } else {
+                None
             };
             lower_bounds.push(simulation.lower_bound_hours(&scenario));
             let mut reports = Vec::new();
@@ -1191,7 +1229,25 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                     scenario.name,
                     scenario.requests.len()
                 );
-                let (result, report) = simulation.run_policy(&scenario, policy)?;
+                let learned = match (&day_before, policy) {
+                    (Some((before, sim)), PolicySpec::Ours | PolicySpec::OursWith(_)) => {
+                        let (result, _) = sim.run_policy(before, policy)?;
+                        if let Some(l) = &result.learned_state {
+                            eprintln!(
+                                "  warm start from seed {}: capacity {} req/s per replica, start-up {} s",
+                                sim.seed,
+                                l.capacity_per_replica
+                                    .map_or("unknown".into(), |c| format!("{c:.2}")),
+                                l.startup_seconds
+                                    .map_or("unknown".into(), |s| format!("{s:.0}")),
+                            );
+                        }
+                        result.learned_state
+                    }
+                    _ => None,
+                };
+                let (result, report) =
+                    simulation.run_policy_from(&scenario, policy, learned.as_ref())?;
                 eprintln!(
                     "  {}: SLO {:.2} %, {:.2} GPU-hours (lower bound {:.2}){}, {} scale events",
                     report.policy,
@@ -1261,6 +1317,11 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             markdown.push_str(&report::markdown_table(&scenario_name, &per_seed[0]));
         } else {
             markdown.push_str(&seeds_table(&scenario_name, &seeds, &per_seed));
+        }
+        if args.warm {
+            markdown.push_str(&format!(
+                "\nWarm start: each `ours` run started from what the same policy learned on this scenario drawn with the seed plus {WARM_SEED_OFFSET}; the peers and static fleets start as always.\n"
+            ));
         }
         markdown.push('\n');
         if let Some(dir) = &args.out {
