@@ -381,6 +381,14 @@ fn the_policy_value_is_read_with_its_settings() {
         ),
         ("proactive; breachedif=always", d()),
         (
+            "proactive; inherit=verified",
+            ProactiveConfig {
+                inherit_verified: true,
+                ..d()
+            },
+        ),
+        ("proactive; inherit=estimate", d()),
+        (
             "proactive; breached=0.8",
             ProactiveConfig {
                 breached: 0.8,
@@ -2781,6 +2789,42 @@ fn a_new_pod_starts_from_what_an_earlier_one_persisted() {
     let l = junk.proactive.learned();
     assert_eq!((l.capacity_source, l.startup_source), ("none", "default"));
     assert_eq!(l.observed_seconds, 0.0);
+}
+
+#[test]
+fn under_inherit_verified_a_record_starts_no_higher_than_what_was_served() {
+    // The other pod's probe left its estimate at 1.5 times the most it knew served.
+    let record = Persisted {
+        capacity_per_replica: Some(1.5),
+        capacity_verified: Some(1.0),
+        startup_seconds: None,
+        observed_seconds: 3_600.0,
+    };
+    let start = |metadata: &str, p: &Persisted| {
+        let mut r = Run::new(metadata, 2);
+        r.proactive.inherit(p);
+        (
+            r.proactive.capacity(),
+            r.proactive.learned().capacity_source,
+        )
+    };
+    assert_eq!(start("proactive", &record), (Some(1.5), "inherited"));
+    assert_eq!(
+        start("proactive; inherit=verified", &record),
+        (Some(1.0), "inherited")
+    );
+    // An estimate below what was served (a breach lowered it) stays where it was; a record
+    // without the most served starts at its estimate.
+    let lowered = Persisted {
+        capacity_verified: Some(2.0),
+        ..record.clone()
+    };
+    assert_eq!(start("proactive; inherit=verified", &lowered).0, Some(1.5));
+    let older = Persisted {
+        capacity_verified: None,
+        ..record
+    };
+    assert_eq!(start("proactive; inherit=verified", &older).0, Some(1.5));
 }
 
 #[test]
