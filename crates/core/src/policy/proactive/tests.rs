@@ -2817,7 +2817,7 @@ fn under_inherit_verified_a_record_starts_no_higher_than_what_was_served() {
     // without the most served starts at its estimate.
     let lowered = Persisted {
         capacity_verified: Some(2.0),
-        ..record.clone()
+        ..record
     };
     assert_eq!(start("proactive; inherit=verified", &lowered).0, Some(1.5));
     let older = Persisted {
