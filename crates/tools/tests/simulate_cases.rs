@@ -276,9 +276,17 @@ fn a_warm_run_starts_from_what_an_earlier_run_learned_and_a_cold_one_does_not() 
     let today = poisson(&[(0.5 * c, 1200.0)], 4);
     let sim = simulation(120, &[]);
     let (before, _) = sim.run_policy(&yesterday, &PolicySpec::Ours).unwrap();
-    let learned = before
-        .learned_state
+    let learned = sim
+        .learned_on(&yesterday, &PolicySpec::Ours)
+        .unwrap()
         .expect("the proactive policy keeps what it learned");
+    // The learning run alone ends where the judged run does.
+    assert_eq!(before.learned_state, Some(learned));
+    assert_eq!(
+        sim.learned_on(&yesterday, &PolicySpec::PrometheusKeda)
+            .unwrap(),
+        None
+    );
     let capacity = learned
         .capacity_per_replica
         .expect("20 minutes within the SLO teach an estimate");

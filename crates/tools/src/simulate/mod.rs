@@ -579,8 +579,57 @@ impl Simulation {
         policy: &PolicySpec,
         inherited: Option<&Persisted>,
     ) -> anyhow::Result<(RunResult, PolicyReport)> {
+        let (initial, mut controller) = match policy {
+            PolicySpec::Static(n) => return Ok(self.run_static(scenario, *n, true)),
+            PolicySpec::StaticBest => return Ok(self.run_static_best(scenario)),
+            PolicySpec::Clairvoyant => return Ok(self.run_clairvoyant(scenario)),
+            _ => self.autoscaler(scenario, policy, inherited)?,
+        };
+        let result = fleet::run(
+            &scenario.requests,
+            &self.fleet,
+            initial,
+            controller.as_mut(),
+        );
+        let mut report = self.summarise(&policy.name(), scenario, &result);
+        // Every autoscaled row, ours and the peers, is judged by the same rule.
+        report.dominated_by_static = self.dominating_statics(scenario, &report);
+        Ok((result, report))
+    }
+
+    /// What `policy` (ours) has learned by the end of `scenario`, for a warm start: the run
+    /// alone, neither summarised nor judged against static fleets. `None` for the peers and
+    /// under the guide's policy.
+    pub fn learned_on(
+        &self,
+        scenario: &Scenario,
+        policy: &PolicySpec,
+    ) -> anyhow::Result<Option<Persisted>> {
+        if !matches!(policy, PolicySpec::Ours | PolicySpec::OursWith(_)) {
+            return Ok(None);
+        }
+        let (initial, mut controller) = self.autoscaler(scenario, policy, None)?;
+        let result = fleet::run(
+            &scenario.requests,
+            &self.fleet,
+            initial,
+            controller.as_mut(),
+        );
+        Ok(result.learned_state)
+    }
+
+    /// An autoscaled policy's controller and the fleet it opens with: the fleet the
+    /// scenario's opening minutes need, as the clairvoyant planner plans it; `ours` starts
+    /// from `inherited` when given. Static fleets and the clairvoyant plan are not
+    /// controllers: an error.
+    fn autoscaler(
+        &self,
+        scenario: &Scenario,
+        policy: &PolicySpec,
+        inherited: Option<&Persisted>,
+    ) -> anyhow::Result<(u32, Box<dyn Autoscaler>)> {
         let opening = self.oracle_for(scenario, &self.oracle).initial();
-        let (initial, mut controller): (u32, Box<dyn Autoscaler>) = match policy {
+        Ok(match policy {
             PolicySpec::Ours | PolicySpec::OursWith(_) => {
                 let config = match policy {
                     PolicySpec::OursWith(pairs) => {
@@ -645,23 +694,10 @@ impl Simulation {
                     self.max_replicas,
                 )),
             ),
-            PolicySpec::Static(n) => {
-                let (result, report) = self.run_static(scenario, *n, true);
-                return Ok((result, report));
+            PolicySpec::Static(_) | PolicySpec::StaticBest | PolicySpec::Clairvoyant => {
+                anyhow::bail!("{} is not an autoscaler", policy.name())
             }
-            PolicySpec::StaticBest => return Ok(self.run_static_best(scenario)),
-            PolicySpec::Clairvoyant => return Ok(self.run_clairvoyant(scenario)),
-        };
-        let result = fleet::run(
-            &scenario.requests,
-            &self.fleet,
-            initial,
-            controller.as_mut(),
-        );
-        let mut report = self.summarise(&policy.name(), scenario, &result);
-        // Every autoscaled row, ours and the peers, is judged by the same rule.
-        report.dominated_by_static = self.dominating_statics(scenario, &report);
-        Ok((result, report))
+        })
     }
 
     /// Every static fleet that dominates `run` by the rule (the policy's own hindsight
@@ -1231,8 +1267,8 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                 );
                 let learned = match (&day_before, policy) {
                     (Some((before, sim)), PolicySpec::Ours | PolicySpec::OursWith(_)) => {
-                        let (result, _) = sim.run_policy(before, policy)?;
-                        if let Some(l) = &result.learned_state {
+                        let learned = sim.learned_on(before, policy)?;
+                        if let Some(l) = &learned {
                             eprintln!(
                                 "  warm start from seed {}: capacity {} req/s per replica, start-up {} s",
                                 sim.seed,
@@ -1242,7 +1278,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                                     .map_or("unknown".into(), |s| format!("{s:.0}")),
                             );
                         }
-                        result.learned_state
+                        learned
                     }
                     _ => None,
                 };
