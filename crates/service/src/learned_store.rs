@@ -56,6 +56,14 @@ impl Record {
             && self.persisted.observed_seconds > own
     }
 
+    /// The learning as it stands at `now_unix`: a hindsight floor it keeps is older by the
+    /// time since the record was written.
+    pub fn persisted_at(&self, now_unix: f64) -> Persisted {
+        let elapsed = now_unix - self.written_unix_seconds;
+        self.persisted
+            .aged(if elapsed.is_finite() { elapsed } else { 0.0 })
+    }
+
     /// Whether it is young enough to start from at `now_unix`: at most [`MAX_AGE`] old.
     pub fn fresh_at(&self, now_unix: f64) -> bool {
         let age = now_unix - self.written_unix_seconds;
@@ -181,6 +189,7 @@ mod tests {
                 capacity_verified: Some(9.0),
                 startup_seconds: Some(254.0),
                 observed_seconds: 3600.0,
+                hindsight_floor: None,
             },
             written_unix_seconds: 1_764_800_000.0,
         };
@@ -205,6 +214,7 @@ mod tests {
                 capacity_verified: None,
                 startup_seconds: None,
                 observed_seconds: 3600.0,
+                hindsight_floor: None,
             },
             written_unix_seconds: 1_764_800_000.0,
         };

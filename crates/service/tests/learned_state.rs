@@ -162,6 +162,7 @@ fn record(capacity: f64, startup: f64, age: Duration) -> Record {
             capacity_verified: Some(capacity / 1.5),
             startup_seconds: Some(startup),
             observed_seconds: 3_600.0,
+            hindsight_floor: None,
         },
         written_unix_seconds: now.saturating_sub(age).as_secs_f64(),
     }

@@ -298,7 +298,7 @@ impl LearnedWatch {
                         learned_store::MAX_AGE.as_secs() / 3600
                     )
                 } else {
-                    self.inherit = Some(record.persisted);
+                    self.inherit = Some(record.persisted_at(now));
                     format!(
                         "inherited a record written {age:.0} s ago: {}",
                         describe(&record)
@@ -335,7 +335,7 @@ impl LearnedWatch {
                     describe(&record)
                 );
                 tracing::info!(configmap = %self.status.configmap, key = %self.key, adopted = %adopted, "learned state adopted");
-                self.inherit = Some(record.persisted);
+                self.inherit = Some(record.persisted_at(since_epoch().as_secs_f64()));
                 self.status.adopted = Some(adopted);
                 self.status.adoptions += 1;
                 self.status.error = None;
@@ -407,7 +407,12 @@ fn describe(record: &Record) -> String {
         p.startup_seconds
             .map_or("not learned".to_owned(), |s| format!("{s:.0} s")),
         p.observed_seconds
-    )
+    ) + &p.hindsight_floor.map_or(String::new(), |f| {
+        format!(
+            ", hindsight floor {} replicas found {:.0} s before the record was written",
+            f.replicas, f.age_seconds
+        )
+    })
 }
 
 /// Reads one ScaledObject's scale target through the Kubernetes API, at most every

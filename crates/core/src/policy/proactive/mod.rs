@@ -410,7 +410,8 @@ impl ItlTest {
 
 /// What a scaler pod keeps of the proactive policy's learning for the next pod serving the
 /// same trigger (a restarted one, or its peer): the capacity estimate with the most known to be
-/// served, and the start-up time when it was learned rather than set.
+/// served, the start-up time when it was learned rather than set, and the hindsight floor it
+/// holds (`hindsight=floor`) with its age, so the next pod holds it for the rest of its day.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct Persisted {
     /// The capacity estimate, requests per second per replica.
@@ -424,6 +425,68 @@ pub struct Persisted {
     /// the one a running pod adopts (0 in records written before it was kept).
     #[serde(default)]
     pub observed_seconds: f64,
+    /// The hindsight floor held (`hindsight=floor`), absent when none is (and in records
+    /// written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hindsight_floor: Option<PersistedFloor>,
+}
+
+/// A hindsight floor as it is kept for the next pod: the static fleet a comparison found
+/// beating ours, what it was judged on, and how long ago it was last found. It holds until a
+/// day ([`hindsight::WINDOW`]) after that, whichever pod holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct PersistedFloor {
+    /// The static fleet's replicas.
+    pub replicas: u32,
+    /// The share of the demand it would have served, percent, and its replica-hours.
+    pub served_percent: f64,
+    pub replica_hours: f64,
+    /// Ours over the same history: share of the demand served, percent, and replica-hours.
+    pub ours_served_percent: f64,
+    pub ours_replica_hours: f64,
+    /// Minutes of history compared.
+    pub minutes: u32,
+    /// The highest demand of that history, requests per second.
+    pub peak_demand: f64,
+    /// Seconds since a comparison last found it, when the record was taken.
+    pub age_seconds: f64,
+}
+
+impl PersistedFloor {
+    /// The same floor `elapsed` seconds later (a record read some time after it was written).
+    pub fn aged(self, elapsed: f64) -> Self {
+        Self {
+            age_seconds: self.age_seconds + elapsed.max(0.0),
+            ..self
+        }
+    }
+
+    /// Whether it can be held: at least one replica, finite numbers, younger than a day.
+    fn holds(&self) -> bool {
+        let numbers = [
+            self.served_percent,
+            self.replica_hours,
+            self.ours_served_percent,
+            self.ours_replica_hours,
+            self.peak_demand,
+            self.age_seconds,
+        ];
+        self.replicas >= 1
+            && numbers.iter().all(|v| v.is_finite())
+            && self.age_seconds >= 0.0
+            && self.age_seconds < hindsight::WINDOW.as_secs_f64()
+    }
+}
+
+impl Persisted {
+    /// The same record `elapsed` seconds after it was taken: its hindsight floor is that much
+    /// older.
+    pub fn aged(self, elapsed: f64) -> Self {
+        Self {
+            hindsight_floor: self.hindsight_floor.map(|f| f.aged(elapsed)),
+            ..self
+        }
+    }
 }
 
 /// What the proactive policy has learned, as the scaler's gauges and `/debug` show it.
@@ -937,6 +1000,10 @@ pub struct Proactive {
     /// Under `hindsight=floor`: the static fleet the comparison last found beating ours (the
     /// largest found within the last day), held as a floor.
     static_floor: Option<StaticFloor>,
+    /// An earlier pod's hindsight floor, inherited and not yet taken up by a decision.
+    inherited_floor: Option<PersistedFloor>,
+    /// The time of the last decision.
+    last_decided: Duration,
 }
 
 /// A static fleet the hindsight found beating ours, kept as a floor (`hindsight=floor`).
@@ -950,8 +1017,47 @@ struct StaticFloor {
     minutes: u32,
     /// The highest demand of the history that named it, requests per second.
     peak_demand: f64,
-    /// When a comparison last found a static fleet beating ours.
+    /// When a comparison last found a static fleet beating ours (for an inherited floor: when
+    /// this policy took it up).
     seen: Duration,
+    /// For a floor an earlier pod held: how long before `seen` its comparison found it.
+    earlier: Duration,
+}
+
+impl StaticFloor {
+    /// How long ago a comparison last found it, an earlier pod's time included.
+    fn age(&self, now: Duration) -> Duration {
+        now.saturating_sub(self.seen).saturating_add(self.earlier)
+    }
+
+    fn kept(&self, now: Duration) -> PersistedFloor {
+        PersistedFloor {
+            replicas: self.fleet.replicas,
+            served_percent: self.fleet.served_percent,
+            replica_hours: self.fleet.replica_hours,
+            ours_served_percent: self.ours_served_percent,
+            ours_replica_hours: self.ours_replica_hours,
+            minutes: self.minutes,
+            peak_demand: self.peak_demand,
+            age_seconds: self.age(now).as_secs_f64(),
+        }
+    }
+
+    fn taken_up(p: &PersistedFloor, now: Duration) -> Self {
+        Self {
+            fleet: StaticFleet {
+                replicas: p.replicas,
+                served_percent: p.served_percent,
+                replica_hours: p.replica_hours,
+            },
+            ours_served_percent: p.ours_served_percent,
+            ours_replica_hours: p.ours_replica_hours,
+            minutes: p.minutes,
+            peak_demand: p.peak_demand,
+            seen: now,
+            earlier: Duration::from_secs_f64(p.age_seconds),
+        }
+    }
 }
 
 /// A level the guide's backstop raised, kept while its breach lasts.
@@ -998,6 +1104,8 @@ impl Proactive {
             hindsight: Hindsight::default(),
             comparison: None,
             static_floor: None,
+            inherited_floor: None,
+            last_decided: Duration::ZERO,
         }
     }
 
@@ -1021,6 +1129,10 @@ impl Proactive {
                 .startup_learned
                 .filter(|_| self.config.startup_seconds.is_none()),
             observed_seconds: self.observed_seconds,
+            hindsight_floor: self
+                .static_floor
+                .map(|f| f.kept(self.last_decided))
+                .or(self.inherited_floor),
         }
     }
 
@@ -1040,6 +1152,12 @@ impl Proactive {
         }
         if p.observed_seconds.is_finite() && p.observed_seconds > 0.0 {
             self.observed_seconds = p.observed_seconds;
+        }
+        // The next decision takes the floor up, for what is left of its day.
+        if self.config.hindsight_floor
+            && let Some(f) = p.hindsight_floor.filter(PersistedFloor::holds)
+        {
+            self.inherited_floor = Some(f);
         }
         if self.config.startup_seconds.is_none()
             && let Some(s) = p.startup_seconds.filter(|s| s.is_finite() && *s > 0.0)
@@ -1169,6 +1287,7 @@ impl Proactive {
     ) -> Decision {
         let c = &policy.config;
         let before = state.level;
+        self.last_decided = now;
         // Under `tail=lighter`, a P95 TTFT over its SLO that light load shows too is no
         // trigger: the guide's backstop reads the fleet without it.
         let background_tail = self.background_tail(signals, c.ttft_slo_seconds);
@@ -1408,9 +1527,15 @@ impl Proactive {
             floor.filter(|&(peak, _, _)| self.config.peak_when_halved && fc.now >= 0.5 * peak);
         let floor = floor.filter(|_| peak_unfallen.is_none());
         // `hindsight=floor`: a static fleet found beating ours within the last day.
-        self.static_floor = self
-            .static_floor
-            .filter(|f| f.seen.saturating_add(hindsight::WINDOW) > now);
+        // An inherited floor is held as this policy's own, unless its own is as large.
+        if let Some(p) = self.inherited_floor.take() {
+            let inherited = StaticFloor::taken_up(&p, now);
+            self.static_floor = Some(match self.static_floor {
+                Some(own) if own.fleet.replicas >= inherited.fleet.replicas => own,
+                _ => inherited,
+            });
+        }
+        self.static_floor = self.static_floor.filter(|f| f.age(now) < hindsight::WINDOW);
         // The named fleet's size within the bounds, and what the history that named it held.
         let named = self
             .static_floor
@@ -1722,6 +1847,7 @@ impl Proactive {
                     minutes: cmp.minutes,
                     peak_demand: cmp.peak_demand,
                     seen: now,
+                    earlier: Duration::ZERO,
                 };
                 self.static_floor = Some(match self.static_floor {
                     Some(kept)
@@ -1729,6 +1855,7 @@ impl Proactive {
                     {
                         StaticFloor {
                             seen: now,
+                            earlier: Duration::ZERO,
                             peak_demand: kept.peak_demand.max(cmp.peak_demand),
                             ..kept
                         }
@@ -1879,14 +2006,19 @@ impl Proactive {
         }
         if let (Some(f), Some(n)) = (self.static_floor, static_floor) {
             numbers.push_str(&format!(
-                "; hindsight floor: over {} min a static fleet of {} replicas would have served {} % of the demand for {} replica-hours, ours {} % for {} (fluid model; last found {} ago, kept for a day after) -> {n} replicas",
+                "; hindsight floor: over {} min a static fleet of {} replicas would have served {} % of the demand for {} replica-hours, ours {} % for {} (fluid model; last found {} ago{}, kept for a day after) -> {n} replicas",
                 f.minutes,
                 f.fleet.replicas,
                 num(f.fleet.served_percent),
                 num(f.fleet.replica_hours),
                 num(f.ours_served_percent),
                 num(f.ours_replica_hours),
-                super::explain::dur(now.saturating_sub(f.seen)),
+                super::explain::dur(f.age(now)),
+                if f.earlier.is_zero() {
+                    ""
+                } else {
+                    " by an earlier pod, whose floor this is"
+                },
             ));
         }
         if let Some(bound) = untested {

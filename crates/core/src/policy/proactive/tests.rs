@@ -2417,6 +2417,7 @@ fn named_floor(replicas: u32, peak_demand: f64) -> StaticFloor {
         minutes: 120,
         peak_demand,
         seen: Duration::ZERO,
+        earlier: Duration::ZERO,
     }
 }
 
@@ -2785,6 +2786,7 @@ fn a_new_pod_starts_from_what_an_earlier_one_persisted() {
         capacity_verified: None,
         startup_seconds: Some(-1.0),
         observed_seconds: f64::NAN,
+        hindsight_floor: None,
     });
     let l = junk.proactive.learned();
     assert_eq!((l.capacity_source, l.startup_source), ("none", "default"));
@@ -2799,6 +2801,7 @@ fn under_inherit_verified_a_record_starts_no_higher_than_what_was_served() {
         capacity_verified: Some(1.0),
         startup_seconds: None,
         observed_seconds: 3_600.0,
+        hindsight_floor: None,
     };
     let start = |metadata: &str, p: &Persisted| {
         let mut r = Run::new(metadata, 2);
