@@ -166,6 +166,7 @@ fn json_error_class(e: &serde_json::Error) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vllm_keda_core::policy::proactive::PersistedFloor;
 
     #[test]
     fn a_location_is_namespace_and_name() {
@@ -204,6 +205,52 @@ mod tests {
         let older = r#"{"capacity_per_replica":13.5,"capacity_verified":9.0,"startup_seconds":null,"written_unix_seconds":1764800000.0}"#;
         let older: Record = serde_json::from_str(older).unwrap();
         assert_eq!(older.persisted.observed_seconds, 0.0);
+    }
+
+    #[test]
+    fn a_kept_hindsight_floor_reads_back_and_ages_from_when_it_was_written() {
+        let floor = PersistedFloor {
+            replicas: 4,
+            served_percent: 100.0,
+            replica_hours: 8.0,
+            ours_served_percent: 91.0,
+            ours_replica_hours: 9.5,
+            minutes: 120,
+            peak_demand: 47.0,
+            age_seconds: 1_800.0,
+        };
+        let record = Record {
+            persisted: Persisted {
+                capacity_per_replica: Some(13.5),
+                capacity_verified: Some(9.0),
+                startup_seconds: None,
+                observed_seconds: 3600.0,
+                hindsight_floor: Some(floor),
+            },
+            written_unix_seconds: 1_764_800_000.0,
+        };
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(
+            text.contains(r#""hindsight_floor":{"replicas":4,"#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), record);
+        // Read ten minutes after it was written, the floor is ten minutes older; nothing
+        // else moves.
+        let read = record.persisted_at(record.written_unix_seconds + 600.0);
+        assert_eq!(read.hindsight_floor.unwrap().age_seconds, 2_400.0);
+        assert_eq!(
+            Persisted {
+                hindsight_floor: Some(floor),
+                ..read
+            },
+            record.persisted
+        );
+        // A clock behind the writer's, or no clock, does not make it younger.
+        for now in [record.written_unix_seconds - 60.0, f64::NAN] {
+            let read = record.persisted_at(now);
+            assert_eq!(read.hindsight_floor.unwrap().age_seconds, 1_800.0, "{now}");
+        }
     }
 
     #[test]

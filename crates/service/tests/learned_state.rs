@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::IntoResponse;
 use tokio::net::TcpListener;
-use vllm_keda_core::policy::proactive::Persisted;
+use vllm_keda_core::policy::proactive::{Persisted, PersistedFloor};
 use vllm_keda_service::control::trigger_id;
 use vllm_keda_service::learned_store::{self, LearnedStore, Record};
 use vllm_keda_service::proto::external_scaler_client::ExternalScalerClient;
@@ -267,11 +267,21 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
         let mut other = md.clone();
         other.insert("maxReplicas".into(), "12".into());
         let changed_key = learned_store::key("llm", "old", trigger_id(&other));
+        // The earlier pod held a hindsight floor of 3 replicas, found half an hour before it
+        // wrote the record.
+        let mut kept = record(13.5, 254.0, Duration::from_secs(600));
+        kept.persisted.hindsight_floor = Some(PersistedFloor {
+            replicas: 3,
+            served_percent: 100.0,
+            replica_hours: 6.0,
+            ours_served_percent: 92.0,
+            ours_replica_hours: 7.0,
+            minutes: 120,
+            peak_demand: 30.0,
+            age_seconds: 1_800.0,
+        });
         let data = BTreeMap::from([
-            (
-                fresh_key.clone(),
-                serde_json::to_string(&record(13.5, 254.0, Duration::from_secs(600))).unwrap(),
-            ),
+            (fresh_key.clone(), serde_json::to_string(&kept).unwrap()),
             // Kept for other metadata (another trigger id): not this trigger's.
             (
                 changed_key,
@@ -293,6 +303,13 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
                 .contains("capacity 13.5 req/s per replica (inherited from another scaler pod)"),
             "{explanation}"
         );
+        // It holds the floor the earlier pod held, for what is left of its day.
+        assert!(
+            explanation.contains("hindsight floor: over 120 min a static fleet of 3 replicas")
+                && explanation.contains("by an earlier pod, whose floor this is")
+                && explanation.contains("-> 3 replicas"),
+            "{explanation}"
+        );
         let status = server.loops().find("llm", "chat").unwrap().latest();
         let learned = status.learned.unwrap();
         assert_eq!(
@@ -304,6 +321,10 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
         assert_eq!(state.key, fresh_key);
         let read = state.read.unwrap();
         assert!(read.starts_with("inherited a record written"), "{read}");
+        assert!(
+            read.contains("hindsight floor 3 replicas found 1800 s before the record was written"),
+            "{read}"
+        );
 
         // Another ScaledObject with no record of its own, and one whose record is two days
         // old: both start from nothing, and say why.

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use vllm_emulator::{EngineConfig, RequestShape, SplitMix64};
+use vllm_keda_core::policy::proactive::Persisted;
 use vllm_keda_tools::simulate::controllers::{OracleSettings, PrometheusKedaSettings};
 use vllm_keda_tools::simulate::fleet::FleetSettings;
 use vllm_keda_tools::simulate::report::SloTargets;
@@ -319,4 +320,64 @@ fn a_warm_run_starts_from_what_an_earlier_run_learned_and_a_cold_one_does_not() 
     let (b, again) = sim.run_policy(&today, &PolicySpec::PrometheusKeda).unwrap();
     assert_eq!(peer, again);
     assert!(a.learned_state.is_none() && b.learned_state.is_none());
+}
+
+#[test]
+fn a_warm_run_holds_the_hindsight_floor_the_day_before_ended_with() {
+    // Yesterday: bursts at three times a replica's capacity over a light load, which a fleet
+    // that starts from one replica loses while its replicas start; its hindsight names a
+    // static fleet that would have served them, and holds it as a floor.
+    let c = capacity_rps();
+    let yesterday = poisson(
+        &[
+            (0.4 * c, 600.0),
+            (3.0 * c, 480.0),
+            (0.4 * c, 1500.0),
+            (3.0 * c, 480.0),
+            (0.4 * c, 1500.0),
+        ],
+        3,
+    );
+    // Today's first minutes are enough: the floor is held from the first decision.
+    let today = poisson(&[(0.4 * c, 120.0)], 4);
+    let sim = simulation(300, &[]);
+    let learned = sim
+        .learned_on(&yesterday, &PolicySpec::Ours)
+        .unwrap()
+        .expect("the proactive policy keeps what it learned");
+    let floor = learned
+        .hindsight_floor
+        .expect("a day of lost bursts names a floor");
+    assert!(floor.replicas > 1, "{floor:?}");
+    // Today the warm run holds that floor from its first decision, before any burst; the
+    // same record without the floor starts from the light load's need.
+    let first = |r: &vllm_keda_tools::simulate::fleet::RunResult| {
+        r.decisions
+            .first()
+            .expect("the first decision is kept")
+            .clone()
+    };
+    let (warm, _) = sim
+        .run_policy_from(&today, &PolicySpec::Ours, Some(&learned))
+        .unwrap();
+    let d = first(&warm);
+    assert_eq!(d.target, floor.replicas, "{}", d.explanation);
+    assert!(
+        d.explanation
+            .contains("by an earlier pod, whose floor this is"),
+        "{}",
+        d.explanation
+    );
+    let bare = Persisted {
+        hindsight_floor: None,
+        ..learned
+    };
+    let (without, _) = sim
+        .run_policy_from(&today, &PolicySpec::Ours, Some(&bare))
+        .unwrap();
+    assert!(
+        first(&without).target < floor.replicas,
+        "{}",
+        first(&without).explanation
+    );
 }

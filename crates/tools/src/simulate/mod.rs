@@ -1270,12 +1270,16 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                         let learned = sim.learned_on(before, policy)?;
                         if let Some(l) = &learned {
                             eprintln!(
-                                "  warm start from seed {}: capacity {} req/s per replica, start-up {} s",
+                                "  warm start from seed {}: capacity {} req/s per replica, start-up {} s, {}",
                                 sim.seed,
                                 l.capacity_per_replica
                                     .map_or("unknown".into(), |c| format!("{c:.2}")),
                                 l.startup_seconds
                                     .map_or("unknown".into(), |s| format!("{s:.0}")),
+                                l.hindsight_floor.map_or("no hindsight floor".into(), |f| format!(
+                                    "hindsight floor {} replicas (found {:.0} s before that day ended)",
+                                    f.replicas, f.age_seconds
+                                )),
                             );
                         }
                         learned

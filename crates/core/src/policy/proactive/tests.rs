@@ -2845,3 +2845,89 @@ fn the_observed_history_counts_only_a_stable_fleet_serving_load() {
     busy.at(1_200, &fleet(2, 24.0, 4.0));
     assert_eq!(busy.proactive.learned().observed_seconds, observed);
 }
+
+#[test]
+fn a_pod_that_inherits_the_learning_holds_the_hindsight_floor_for_the_rest_of_its_day() {
+    // A pod holds a floor of 5 replicas a comparison found an hour in; at 2 h it is replaced.
+    let metadata = "proactive; capacity=10; startup=300; periodic=off";
+    let light = fleet(1, 5.0, 2.0);
+    let mut old = Run::new(metadata, 1);
+    old.proactive.static_floor = Some(StaticFloor {
+        seen: Duration::from_secs(3_600),
+        ..named_floor(5, 45.0)
+    });
+    let held = old.at(7_200, &light);
+    assert_eq!(held.target_replicas, 5, "{}", held.explanation);
+    let record = old.proactive.persisted();
+    let kept = record.hindsight_floor.expect("the floor is kept");
+    assert_eq!((kept.replicas, kept.age_seconds), (5, 3_600.0));
+    assert_eq!(kept.peak_demand, 45.0);
+    // It reads back as JSON; a record written before the floor was kept reads without one.
+    let json = serde_json::to_string(&record).unwrap();
+    assert_eq!(serde_json::from_str::<Persisted>(&json).unwrap(), record);
+    let older: Persisted = serde_json::from_str(
+        r#"{"capacity_per_replica":10.0,"capacity_verified":null,"startup_seconds":null}"#,
+    )
+    .unwrap();
+    assert_eq!(older.hindsight_floor, None);
+
+    // The new pod's clock starts at zero; the record was read ten minutes after it was taken.
+    let start = |metadata: &str, p: &Persisted| {
+        let mut r = Run::new(metadata, 1);
+        r.proactive.inherit(p);
+        r.at(0, &light)
+    };
+    let d = start(metadata, &record.aged(600.0));
+    assert_eq!(d.target_replicas, 5, "{}", d.explanation);
+    assert!(
+        d.explanation
+            .contains("last found 4200 s ago by an earlier pod, whose floor this is"),
+        "{}",
+        d.explanation
+    );
+    // Without the floor the same pod sizes the light load alone.
+    let bare = Persisted {
+        hindsight_floor: None,
+        ..record
+    };
+    assert_eq!(start(metadata, &bare).target_replicas, 1);
+    // A day after it was found the floor is gone, and so it is under `hindsight=advice`.
+    let day_old = record.aged(hindsight::WINDOW.as_secs_f64() - 3_600.0);
+    assert_eq!(start(metadata, &day_old).target_replicas, 1);
+    let advice = start(&format!("{metadata}; hindsight=advice"), &record);
+    assert_eq!(advice.target_replicas, 1, "{}", advice.explanation);
+    // A taken-up floor still expires at the end of its day on the new pod's clock.
+    let mut new = Run::new(metadata, 1);
+    new.proactive.inherit(&record.aged(600.0));
+    assert_eq!(new.at(0, &light).target_replicas, 5);
+    let left = hindsight::WINDOW.as_secs() - 4_200;
+    assert!(new.proactive.persisted().hindsight_floor.is_some());
+    let late = new.at(left + 2, &light);
+    assert!(
+        !late.explanation.contains("hindsight floor"),
+        "{}",
+        late.explanation
+    );
+    assert_eq!(new.proactive.persisted().hindsight_floor, None);
+    // Junk in a record is not held.
+    for junk in [
+        PersistedFloor {
+            replicas: 0,
+            ..kept
+        },
+        PersistedFloor {
+            age_seconds: f64::NAN,
+            ..kept
+        },
+        PersistedFloor {
+            peak_demand: f64::INFINITY,
+            ..kept
+        },
+    ] {
+        let p = Persisted {
+            hindsight_floor: Some(junk),
+            ..record
+        };
+        assert_eq!(start(metadata, &p).target_replicas, 1, "{junk:?}");
+    }
+}
