@@ -218,6 +218,7 @@ mod tests {
             minutes: 120,
             peak_demand: 47.0,
             age_seconds: 1_800.0,
+            capacity_per_replica: Some(9.5),
         };
         let record = Record {
             persisted: Persisted {

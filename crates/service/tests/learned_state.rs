@@ -279,6 +279,7 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
             minutes: 120,
             peak_demand: 30.0,
             age_seconds: 1_800.0,
+            capacity_per_replica: Some(10.0),
         });
         let data = BTreeMap::from([
             (fresh_key.clone(), serde_json::to_string(&kept).unwrap()),

@@ -338,6 +338,11 @@ pub struct ProactiveConfig {
     /// that and the most it knew to be served within the SLO, since on long-request loads the
     /// last estimate is wherever the probe and the last burst left it.
     pub inherit_verified: bool,
+    /// How many replicas the hindsight floor holds (`floorat=named|estimate`): `named`
+    /// (false), the fleet its comparison named; `estimate` (true), at most that many, and no
+    /// more than carry, at the capacity estimate now, what that fleet carried at the estimate
+    /// it was named at, so a floor named while the estimate was low shrinks as it rises.
+    pub floor_at_estimate: bool,
     /// What a TTFT tail over its SLO says about capacity (`tail=p95|lighter`): `p95` (false),
     /// a breach whenever the P95 (or under `attainment=F`, the share) misses it; `lighter`
     /// (true), where the fleet at light load itself keeps fewer than the share the test asks
@@ -450,6 +455,10 @@ pub struct PersistedFloor {
     pub peak_demand: f64,
     /// Seconds since a comparison last found it, when the record was taken.
     pub age_seconds: f64,
+    /// The capacity estimate the comparison named it at, requests per second per replica
+    /// (absent in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_per_replica: Option<f64>,
 }
 
 impl PersistedFloor {
@@ -601,6 +610,7 @@ impl Default for ProactiveConfig {
             breached: 0.0,
             breached_if: BreachLesson::Always,
             inherit_verified: false,
+            floor_at_estimate: false,
         }
     }
 }
@@ -783,7 +793,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists) and `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists) `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served) and `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -832,6 +842,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "backstopitl" => Some((&mut c.backstop_itl_test, "test", "p95")),
                     "saturation" => Some((&mut c.saturation_queued, "queued", "window")),
                     "inherit" => Some((&mut c.inherit_verified, "verified", "estimate")),
+                    "floorat" => Some((&mut c.floor_at_estimate, "estimate", "named")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -1017,6 +1028,8 @@ struct StaticFloor {
     minutes: u32,
     /// The highest demand of the history that named it, requests per second.
     peak_demand: f64,
+    /// The capacity estimate the comparison named the fleet at (NaN: not known).
+    capacity: f64,
     /// When a comparison last found a static fleet beating ours (for an inherited floor: when
     /// this policy took it up).
     seen: Duration,
@@ -1030,6 +1043,18 @@ impl StaticFloor {
         now.saturating_sub(self.seen).saturating_add(self.earlier)
     }
 
+    /// The replicas it holds at the capacity estimate `cap`: the named fleet, or under
+    /// `floorat=estimate` no more than carry what it carried at the estimate it was named at.
+    fn replicas_at(&self, cap: f64, at_estimate: bool) -> u32 {
+        let k = self.fleet.replicas;
+        if !at_estimate || !(self.capacity.is_finite() && self.capacity > 0.0 && cap > 0.0) {
+            return k;
+        }
+        let carried = f64::from(k) * self.capacity;
+        let at_now = (carried / cap - 1e-9).ceil().max(1.0);
+        k.min(at_now as u32)
+    }
+
     fn kept(&self, now: Duration) -> PersistedFloor {
         PersistedFloor {
             replicas: self.fleet.replicas,
@@ -1040,6 +1065,7 @@ impl StaticFloor {
             minutes: self.minutes,
             peak_demand: self.peak_demand,
             age_seconds: self.age(now).as_secs_f64(),
+            capacity_per_replica: Some(self.capacity).filter(|c| c.is_finite() && *c > 0.0),
         }
     }
 
@@ -1054,6 +1080,7 @@ impl StaticFloor {
             ours_replica_hours: p.ours_replica_hours,
             minutes: p.minutes,
             peak_demand: p.peak_demand,
+            capacity: p.capacity_per_replica.unwrap_or(f64::NAN),
             seen: now,
             earlier: Duration::from_secs_f64(p.age_seconds),
         }
@@ -1537,9 +1564,12 @@ impl Proactive {
         }
         self.static_floor = self.static_floor.filter(|f| f.age(now) < hindsight::WINDOW);
         // The named fleet's size within the bounds, and what the history that named it held.
-        let named = self
-            .static_floor
-            .map(|f| (clamp(f.fleet.replicas, c), f.peak_demand));
+        let named = self.static_floor.map(|f| {
+            (
+                clamp(f.replicas_at(cap, self.config.floor_at_estimate), c),
+                f.peak_demand,
+            )
+        });
         let static_floor = named.map(|(k, _)| k);
         // `troughs=pattern`: in a repeating pattern's trough the pattern sizes the fleet.
         let trough_ahead = horizon
@@ -1846,6 +1876,7 @@ impl Proactive {
                     ours_replica_hours: cmp.ours_replica_hours,
                     minutes: cmp.minutes,
                     peak_demand: cmp.peak_demand,
+                    capacity: cmp.capacity_per_replica,
                     seen: now,
                     earlier: Duration::ZERO,
                 };
@@ -2006,7 +2037,7 @@ impl Proactive {
         }
         if let (Some(f), Some(n)) = (self.static_floor, static_floor) {
             numbers.push_str(&format!(
-                "; hindsight floor: over {} min a static fleet of {} replicas would have served {} % of the demand for {} replica-hours, ours {} % for {} (fluid model; last found {} ago{}, kept for a day after) -> {n} replicas",
+                "; hindsight floor: over {} min a static fleet of {} replicas would have served {} % of the demand for {} replica-hours, ours {} % for {} (fluid model; last found {} ago{}, kept for a day after){} -> {n} replicas",
                 f.minutes,
                 f.fleet.replicas,
                 num(f.fleet.served_percent),
@@ -2018,6 +2049,15 @@ impl Proactive {
                     ""
                 } else {
                     " by an earlier pod, whose floor this is"
+                },
+                if f.replicas_at(cap, self.config.floor_at_estimate) < f.fleet.replicas {
+                    format!(
+                        "; named at {} req/s per replica, what it carried needs fewer at {} now (floorat=estimate)",
+                        num(f.capacity),
+                        num(cap)
+                    )
+                } else {
+                    String::new()
                 },
             ));
         }

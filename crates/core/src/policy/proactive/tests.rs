@@ -389,6 +389,14 @@ fn the_policy_value_is_read_with_its_settings() {
         ),
         ("proactive; inherit=estimate", d()),
         (
+            "proactive; floorat=estimate",
+            ProactiveConfig {
+                floor_at_estimate: true,
+                ..d()
+            },
+        ),
+        ("proactive; floorat=named", d()),
+        (
             "proactive; breached=0.8",
             ProactiveConfig {
                 breached: 0.8,
@@ -2416,6 +2424,7 @@ fn named_floor(replicas: u32, peak_demand: f64) -> StaticFloor {
         ours_replica_hours: 2.5 * f64::from(replicas),
         minutes: 120,
         peak_demand,
+        capacity: 10.0,
         seen: Duration::ZERO,
         earlier: Duration::ZERO,
     }
@@ -2930,4 +2939,52 @@ fn a_pod_that_inherits_the_learning_holds_the_hindsight_floor_for_the_rest_of_it
         };
         assert_eq!(start(metadata, &p).target_replicas, 1, "{junk:?}");
     }
+}
+
+#[test]
+fn under_floorat_estimate_a_floor_named_at_a_low_estimate_shrinks_as_the_estimate_rises() {
+    // A floor of 6 replicas named at 10 req/s per replica: 60 req/s. The estimate now is 25
+    // (a prior), and 2 ready replicas serve a light 10 req/s.
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        r.proactive.static_floor = Some(named_floor(6, 60.0));
+        r.at(0, &fleet(2, 10.0, 4.0))
+    };
+    let metadata = "proactive; capacity=25; startup=300; periodic=off; ceiling=off";
+    let named = run(metadata);
+    assert_eq!(named.target_replicas, 6, "{}", named.explanation);
+    // 60 req/s at 25 per replica: 3 replicas carry what the 6 carried.
+    let resized = run(&format!("{metadata}; floorat=estimate"));
+    assert_eq!(resized.target_replicas, 3, "{}", resized.explanation);
+    assert!(
+        resized.explanation.contains(
+            "named at 10 req/s per replica, what it carried needs fewer at 25 now (floorat=estimate) -> 3 replicas"
+        ),
+        "{}",
+        resized.explanation
+    );
+    // An estimate below the one it was named at never grows the floor.
+    let low = "proactive; capacity=5; startup=300; periodic=off; ceiling=off; floorat=estimate";
+    let held = run(low);
+    assert_eq!(held.target_replicas, 6, "{}", held.explanation);
+    // Kept for the next pod with the estimate it was named at, and resized there too.
+    let mut r = Run::new(&format!("{metadata}; floorat=estimate"), 2);
+    r.proactive.static_floor = Some(named_floor(6, 60.0));
+    r.at(0, &fleet(2, 10.0, 4.0));
+    let p = r.proactive.persisted();
+    assert_eq!(p.hindsight_floor.unwrap().capacity_per_replica, Some(10.0));
+    let mut next = Run::new(&format!("{metadata}; floorat=estimate"), 2);
+    next.proactive.inherit(&p);
+    assert_eq!(next.at(0, &fleet(2, 10.0, 4.0)).target_replicas, 3);
+    // A record without that estimate holds the named fleet.
+    let older = Persisted {
+        hindsight_floor: p.hindsight_floor.map(|f| PersistedFloor {
+            capacity_per_replica: None,
+            ..f
+        }),
+        ..p
+    };
+    let mut next = Run::new(&format!("{metadata}; floorat=estimate"), 2);
+    next.proactive.inherit(&older);
+    assert_eq!(next.at(0, &fleet(2, 10.0, 4.0)).target_replicas, 6);
 }
