@@ -112,11 +112,21 @@ pub(crate) struct SimulateArgs {
     pub(crate) out: Option<PathBuf>,
     /// Warm start: each `ours` run first runs once on the same scenario drawn with the seed
     /// plus 1000 (a day before: other arrivals and start-ups) and starts from what it learned
-    /// there (capacity estimate and start-up time), as a scaler pod starts from
-    /// --learned-state-configmap. The peers and static fleets start as always. Not the
-    /// evaluation's protocol, which starts every policy cold.
+    /// there (capacity estimate, start-up time and the hindsight floor it held), as a scaler
+    /// pod starts from --learned-state-configmap. The peers and static fleets start as
+    /// always. Not the evaluation's protocol, which starts every policy cold.
     #[arg(long)]
     pub(crate) warm: bool,
+    /// Every `ours` run's scaler pod restarts once, this many seconds into the run (a rollout,
+    /// an eviction): a fresh scaler takes over, told the scale target's replicas every cycle
+    /// as the service tells it, and starts from what the old pod learned, as with
+    /// --learned-state-configmap.
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) restart_at_seconds: Option<f64>,
+    /// With --restart-at-seconds: the new pod starts from nothing, as without
+    /// --learned-state-configmap.
+    #[arg(long)]
+    pub(crate) restart_forgets: bool,
 }
 
 impl From<SimulateArgs> for SimulateOptions {
@@ -145,6 +155,8 @@ impl From<SimulateArgs> for SimulateOptions {
             json: args.json,
             out: args.out,
             warm: args.warm,
+            restart_at_seconds: args.restart_at_seconds,
+            restart_forgets: args.restart_forgets,
         }
     }
 }

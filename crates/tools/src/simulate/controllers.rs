@@ -24,6 +24,7 @@ use vllm_emulator::{RenderInfo, RequestShape, render};
 use vllm_keda_core::config::ScalerConfig;
 use vllm_keda_core::policy::proactive::Persisted;
 use vllm_keda_core::policy::proactive::hindsight::StaticComparison;
+use vllm_keda_core::policy::{CurrentReplicas, ReplicaSource};
 use vllm_keda_core::{Scaler, ScrapeRound, Step};
 
 use super::fleet::{Autoscaler, DecisionNote, VirtualFleet};
@@ -31,11 +32,31 @@ use super::prometheus::{HistogramSeries, PrometheusStore, ReplicaSample};
 use crate::keda::hpa::{AverageValueMetric, Hpa};
 use crate::keda::{HPA_SYNC, guide_hpa_spec, keda_value, ours_hpa_spec};
 
+/// A scaler pod restart during a run: at `at` the running scaler is replaced by a fresh one,
+/// which starts from what the old one learned (`keeps_learning`, as with
+/// `--learned-state-configmap`) or from nothing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Restart {
+    /// When the pod restarts, from the run's start.
+    pub at: Duration,
+    /// Whether the new pod inherits the old one's learning.
+    pub keeps_learning: bool,
+}
+
 /// Our scaler, through the production path: the core's [`Scaler`], the same entry point the
 /// service's control loop calls, fed with the bodies the ready replicas render.
 #[derive(Debug)]
 pub struct Ours {
     scaler: Scaler,
+    config: ScalerConfig,
+    /// A scaler pod restart still to come.
+    restart: Option<Restart>,
+    /// When the running scaler started: its clock reads from here, as a pod's loop reads
+    /// time since it started.
+    epoch: Duration,
+    /// Whether the running scaler is one that restarted: it is told the scale target's
+    /// replicas every cycle, as the service tells it.
+    restarted: bool,
     model: Option<String>,
     scrape_interval: Duration,
     next_scrape: Duration,
@@ -61,6 +82,10 @@ impl Ours {
         let max = scaler.policy_config().max_replicas;
         Self {
             scaler,
+            config: config.clone(),
+            restart: None,
+            epoch: Duration::ZERO,
+            restarted: false,
             model: config.model.clone(),
             scrape_interval: config.scrape_interval,
             next_scrape: Duration::ZERO,
@@ -80,6 +105,35 @@ impl Ours {
         self.scaler.inherit(learned);
     }
 
+    /// Restarts the scaler pod once during the run (`None`: never).
+    pub fn restarting(mut self, restart: Option<Restart>) -> Self {
+        self.restart = restart;
+        self
+    }
+
+    /// The pod restarts: a fresh scaler, starting from the old one's learning when it is kept,
+    /// its clock from now.
+    fn restart_now(&mut self, now: Duration, keeps_learning: bool) {
+        let learned = self.scaler.persisted().filter(|_| keeps_learning);
+        self.scaler = Scaler::new(&self.config);
+        if let Some(p) = &learned {
+            self.scaler.inherit(p);
+        }
+        self.epoch = now;
+        self.restarted = true;
+        self.decisions.push(DecisionNote {
+            t_seconds: now.as_secs_f64(),
+            ready: self.ready,
+            target: self.target,
+            reason: "scaler_restart",
+            explanation: if learned.is_some() {
+                "the scaler pod restarted; the new pod starts from what the old one learned (--learned-state-configmap)".to_owned()
+            } else {
+                "the scaler pod restarted; the new pod starts from nothing".to_owned()
+            },
+        });
+    }
+
     /// One scrape interval of the production path: the bodies of one round, by target name, in,
     /// the decision out. `wake` calls it with the bodies the ready replicas render.
     pub fn observe<'a>(
@@ -92,7 +146,7 @@ impl Ours {
             [],
             self.model.as_deref(),
         );
-        let step = self.scaler.step(now, round);
+        let step = self.scaler.step(now.saturating_sub(self.epoch), round);
         *self
             .reasons
             .entry(step.decision.reason.as_str())
@@ -134,8 +188,21 @@ impl Autoscaler for Ours {
 
     fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
         if self.next_scrape <= now {
+            if let Some(r) = self.restart.filter(|r| r.at <= now) {
+                self.restart = None;
+                self.restart_now(now, r.keeps_learning);
+            }
             let ready: Vec<_> = fleet.ready().collect();
             self.ready = u32::try_from(ready.len()).unwrap_or(u32::MAX);
+            if self.restarted {
+                // A restarted pod is told the scale target's replicas, as the service's loop
+                // tells it from the `/scale` subresource.
+                self.scaler.set_current_replicas(Some(CurrentReplicas {
+                    spec: fleet.desired(),
+                    ready: Some(self.ready),
+                    source: ReplicaSource::ScaleSubresource,
+                }));
+            }
             let mut bodies = std::mem::take(&mut self.bodies);
             bodies.resize_with(bodies.len().max(ready.len()), || {
                 String::with_capacity(64 * 1024)

@@ -30,7 +30,7 @@ use vllm_keda_core::policy::proactive::hindsight;
 
 use controllers::{
     Apa, ApaSettings, Kpa, KpaSettings, Oracle, OracleSettings, Ours, PrometheusKeda,
-    PrometheusKedaSettings, PrometheusKedaTuned, PrometheusKedaTunedSettings, Static,
+    PrometheusKedaSettings, PrometheusKedaTuned, PrometheusKedaTunedSettings, Restart, Static,
 };
 use fleet::{Autoscaler, FleetSettings, RunResult, StartupSpread};
 use report::{PolicyReport, SloTargets};
@@ -94,6 +94,11 @@ pub struct SimulateOptions {
     /// plus [`WARM_SEED_OFFSET`] (a day before, with other arrivals and start-ups) and starts
     /// from what it learned there, as a scaler pod starts from `--learned-state-configmap`.
     pub warm: bool,
+    /// Every `ours` run's scaler pod restarts once, this many seconds into the run.
+    pub restart_at_seconds: Option<f64>,
+    /// With `restart_at_seconds`: the new pod starts from nothing, as without
+    /// `--learned-state-configmap`, instead of from what the old one learned.
+    pub restart_forgets: bool,
 }
 
 /// What a warm start adds to a seed to draw the day it learns from.
@@ -127,6 +132,8 @@ impl Default for SimulateOptions {
             json: false,
             out: None,
             warm: false,
+            restart_at_seconds: None,
+            restart_forgets: false,
         }
     }
 }
@@ -485,6 +492,8 @@ pub struct Simulation {
     pub seed: u64,
     /// Static runs made so far.
     pub static_runs: StaticRuns,
+    /// A scaler pod restart in every `ours` run.
+    pub restart: Option<Restart>,
 }
 
 impl Default for Simulation {
@@ -501,6 +510,7 @@ impl Default for Simulation {
             slo_target: 0.99,
             seed: 1,
             static_runs: StaticRuns::default(),
+            restart: None,
         }
     }
 }
@@ -641,7 +651,7 @@ impl Simulation {
                     _ => self.ours.clone(),
                 };
                 let initial = opening.clamp(config.policy.min_replicas, config.policy.max_replicas);
-                let mut ours = Ours::new(&config, initial);
+                let mut ours = Ours::new(&config, initial).restarting(self.restart);
                 if let Some(learned) = inherited {
                     ours.inherit(learned);
                 }
@@ -1193,6 +1203,16 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
         slo_target: args.slo_target,
         seed: args.seed,
         static_runs: StaticRuns::default(),
+        restart: match args.restart_at_seconds {
+            Some(at) => Some(Restart {
+                at: Duration::from_secs_f64(positive("restart-at-seconds", at)?),
+                keeps_learning: !args.restart_forgets,
+            }),
+            None if args.restart_forgets => anyhow::bail!(
+                "--restart-forgets says how a restart starts, but no --restart-at-seconds sets one: add --restart-at-seconds S or drop --restart-forgets"
+            ),
+            None => None,
+        },
     };
     let traces: Vec<String> = match &args.scenario_set {
         Some(set) => scenario::ScenarioSet::parse(set)?
@@ -1357,6 +1377,17 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             markdown.push_str(&report::markdown_table(&scenario_name, &per_seed[0]));
         } else {
             markdown.push_str(&seeds_table(&scenario_name, &seeds, &per_seed));
+        }
+        if let Some(r) = base.restart {
+            markdown.push_str(&format!(
+                "\nRestart: each `ours` run's scaler pod restarted {} s into the run and started {}.\n",
+                r.at.as_secs_f64(),
+                if r.keeps_learning {
+                    "from what the old pod learned (--learned-state-configmap)"
+                } else {
+                    "from nothing"
+                }
+            ));
         }
         if args.warm {
             markdown.push_str(&format!(
