@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use vllm_emulator::{EngineConfig, RequestShape, SplitMix64};
 use vllm_keda_core::policy::proactive::Persisted;
-use vllm_keda_tools::simulate::controllers::{OracleSettings, PrometheusKedaSettings};
+use vllm_keda_tools::simulate::controllers::{OracleSettings, PrometheusKedaSettings, Restart};
 use vllm_keda_tools::simulate::fleet::FleetSettings;
 use vllm_keda_tools::simulate::report::SloTargets;
 use vllm_keda_tools::simulate::scenario::Scenario;
@@ -380,4 +380,56 @@ fn a_warm_run_holds_the_hindsight_floor_the_day_before_ended_with() {
         "{}",
         first(&without).explanation
     );
+}
+
+#[test]
+fn a_scaler_restart_starts_a_fresh_pod_from_the_old_ones_learning_or_from_nothing() {
+    // Half a replica's capacity for 20 minutes; the scaler pod restarts 10 minutes in.
+    let c = capacity_rps();
+    let scenario = poisson(&[(0.5 * c, 1200.0)], 3);
+    let restarted = |keeps_learning| {
+        let sim = Simulation {
+            restart: Some(Restart {
+                at: Duration::from_secs(600),
+                keeps_learning,
+            }),
+            ..simulation(120, &[])
+        };
+        sim.run_policy(&scenario, &PolicySpec::Ours).unwrap().0
+    };
+    let after = |run: &vllm_keda_tools::simulate::fleet::RunResult| {
+        let i = run
+            .decisions
+            .iter()
+            .position(|d| d.reason == "scaler_restart")
+            .expect("the restart is noted");
+        assert_eq!(run.decisions[i].t_seconds, 600.0);
+        run.decisions[i + 1].explanation.clone()
+    };
+    let kept = restarted(true);
+    let first = after(&kept);
+    assert!(
+        first.contains("inherited from another scaler pod"),
+        "{first}"
+    );
+    let lost = restarted(false);
+    let first = after(&lost);
+    assert!(first.contains("no capacity estimate yet"), "{first}");
+    // Without a restart there is no note, and the pod's learning is the run's.
+    let (plain, _) = simulation(120, &[])
+        .run_policy(&scenario, &PolicySpec::Ours)
+        .unwrap();
+    assert!(plain.decisions.iter().all(|d| d.reason != "scaler_restart"));
+    // The peers have no scaler pod to restart.
+    let sim = Simulation {
+        restart: Some(Restart {
+            at: Duration::from_secs(600),
+            keeps_learning: true,
+        }),
+        ..simulation(120, &[])
+    };
+    let (a, _) = sim
+        .run_policy(&scenario, &PolicySpec::PrometheusKeda)
+        .unwrap();
+    assert!(a.decisions.iter().all(|d| d.reason != "scaler_restart"));
 }

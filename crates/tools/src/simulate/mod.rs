@@ -1566,6 +1566,24 @@ mod tests {
     }
 
     #[test]
+    fn a_restart_needs_a_positive_time_and_forgetting_needs_a_restart() {
+        for (at, forgets, expected) in [
+            (None, true, "no --restart-at-seconds sets one"),
+            (Some(-5.0), false, "--restart-at-seconds -5: expected a positive number"),
+            (Some(f64::NAN), true, "--restart-at-seconds NaN"),
+        ] {
+            let e = run(SimulateOptions {
+                restart_at_seconds: at,
+                restart_forgets: forgets,
+                ..SimulateOptions::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(expected), "{at:?} {forgets}: {e}");
+        }
+    }
+
+    #[test]
     fn the_seeds_table_gives_mean_and_spread() {
         let row = |att: f64, gpu: f64| PolicyReport {
             slo_attainment: att,
