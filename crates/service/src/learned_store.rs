@@ -191,6 +191,7 @@ mod tests {
                 startup_seconds: Some(254.0),
                 observed_seconds: 3600.0,
                 hindsight_floor: None,
+                light_share: None,
             },
             written_unix_seconds: 1_764_800_000.0,
         };
@@ -227,6 +228,7 @@ mod tests {
                 startup_seconds: None,
                 observed_seconds: 3600.0,
                 hindsight_floor: Some(floor),
+                light_share: Some(0.62),
             },
             written_unix_seconds: 1_764_800_000.0,
         };
@@ -263,6 +265,7 @@ mod tests {
                 startup_seconds: None,
                 observed_seconds: 3600.0,
                 hindsight_floor: None,
+                light_share: None,
             },
             written_unix_seconds: 1_764_800_000.0,
         };

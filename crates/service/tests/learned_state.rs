@@ -163,6 +163,7 @@ fn record(capacity: f64, startup: f64, age: Duration) -> Record {
             startup_seconds: Some(startup),
             observed_seconds: 3_600.0,
             hindsight_floor: None,
+            light_share: None,
         },
         written_unix_seconds: now.saturating_sub(age).as_secs_f64(),
     }

@@ -370,6 +370,7 @@ fn a_warm_run_holds_the_hindsight_floor_the_day_before_ended_with() {
     );
     let bare = Persisted {
         hindsight_floor: None,
+        light_share: None,
         ..learned
     };
     let (without, _) = sim

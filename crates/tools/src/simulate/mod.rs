@@ -1569,7 +1569,11 @@ mod tests {
     fn a_restart_needs_a_positive_time_and_forgetting_needs_a_restart() {
         for (at, forgets, expected) in [
             (None, true, "no --restart-at-seconds sets one"),
-            (Some(-5.0), false, "--restart-at-seconds -5: expected a positive number"),
+            (
+                Some(-5.0),
+                false,
+                "--restart-at-seconds -5: expected a positive number",
+            ),
             (Some(f64::NAN), true, "--restart-at-seconds NaN"),
         ] {
             let e = run(SimulateOptions {

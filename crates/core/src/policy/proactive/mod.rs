@@ -434,6 +434,11 @@ pub struct Persisted {
     /// written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hindsight_floor: Option<PersistedFloor>,
+    /// Under `tail=lighter`: the share of first tokens within the TTFT SLO at light load, the
+    /// bar a TTFT tail is judged by (absent before light load was seen, and in records
+    /// written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light_share: Option<f64>,
 }
 
 /// A hindsight floor as it is kept for the next pod: the static fleet a comparison found
@@ -1160,6 +1165,7 @@ impl Proactive {
                 .static_floor
                 .map(|f| f.kept(self.last_decided))
                 .or(self.inherited_floor),
+            light_share: self.light_share.map(|(share, _)| share),
         }
     }
 
@@ -1179,6 +1185,13 @@ impl Proactive {
         }
         if p.observed_seconds.is_finite() && p.observed_seconds > 0.0 {
             self.observed_seconds = p.observed_seconds;
+        }
+        // Light load's share of first tokens within the SLO, which a pod restarted under load
+        // would otherwise not see until the load is light again.
+        if self.config.tail_lighter
+            && let Some(share) = p.light_share.filter(|x| (0.0..=1.0).contains(x))
+        {
+            self.light_share = Some((share, self.last_decided));
         }
         // The next decision takes the floor up, for what is left of its day.
         if self.config.hindsight_floor

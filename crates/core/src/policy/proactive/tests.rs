@@ -2796,6 +2796,7 @@ fn a_new_pod_starts_from_what_an_earlier_one_persisted() {
         startup_seconds: Some(-1.0),
         observed_seconds: f64::NAN,
         hindsight_floor: None,
+        light_share: None,
     });
     let l = junk.proactive.learned();
     assert_eq!((l.capacity_source, l.startup_source), ("none", "default"));
@@ -2811,6 +2812,7 @@ fn under_inherit_verified_a_record_starts_no_higher_than_what_was_served() {
         startup_seconds: None,
         observed_seconds: 3_600.0,
         hindsight_floor: None,
+        light_share: None,
     };
     let start = |metadata: &str, p: &Persisted| {
         let mut r = Run::new(metadata, 2);
@@ -2897,6 +2899,7 @@ fn a_pod_that_inherits_the_learning_holds_the_hindsight_floor_for_the_rest_of_it
     // Without the floor the same pod sizes the light load alone.
     let bare = Persisted {
         hindsight_floor: None,
+        light_share: None,
         ..record
     };
     assert_eq!(start(metadata, &bare).target_replicas, 1);
@@ -2987,4 +2990,31 @@ fn under_floorat_estimate_a_floor_named_at_a_low_estimate_shrinks_as_the_estimat
     let mut next = Run::new(&format!("{metadata}; floorat=estimate"), 2);
     next.proactive.inherit(&older);
     assert_eq!(next.at(0, &fleet(2, 10.0, 4.0)).target_replicas, 6);
+}
+
+#[test]
+fn a_pod_that_inherits_the_learning_judges_a_first_token_tail_by_light_loads_share() {
+    // Light load kept 62 % of first tokens within the TTFT SLO (long prompts' own prefill).
+    let mut old = Run::new("proactive", 2);
+    old.proactive.light_share = Some((0.62, Duration::from_secs(600)));
+    let record = old.proactive.persisted();
+    assert_eq!(record.light_share, Some(0.62));
+    let json = serde_json::to_string(&record).unwrap();
+    assert_eq!(serde_json::from_str::<Persisted>(&json).unwrap(), record);
+    // A new pod, restarted under load, judges a tail by that bar at once.
+    let mut new = Run::new("proactive", 2);
+    new.proactive.inherit(&record);
+    assert_eq!(new.proactive.light_bar(), Some(0.62 - TAIL_MARGIN));
+    // Not under `tail=p95`, and not a share outside 0..1.
+    let mut p95 = Run::new("proactive; tail=p95", 2);
+    p95.proactive.inherit(&record);
+    assert_eq!(p95.proactive.light_share, None);
+    for junk in [1.5, -0.1, f64::NAN] {
+        let mut r = Run::new("proactive", 2);
+        r.proactive.inherit(&Persisted {
+            light_share: Some(junk),
+            ..record
+        });
+        assert_eq!(r.proactive.light_share, None, "{junk}");
+    }
 }
