@@ -1052,7 +1052,7 @@ impl StaticFloor {
     /// `floorat=estimate` no more than carry what it carried at the estimate it was named at.
     fn replicas_at(&self, cap: f64, at_estimate: bool) -> u32 {
         let k = self.fleet.replicas;
-        if !at_estimate || !(self.capacity.is_finite() && self.capacity > 0.0 && cap > 0.0) {
+        if !(at_estimate && self.capacity.is_finite() && self.capacity > 0.0 && cap > 0.0) {
             return k;
         }
         let carried = f64::from(k) * self.capacity;
