@@ -112,9 +112,10 @@ pub(crate) struct SimulateArgs {
     pub(crate) out: Option<PathBuf>,
     /// Warm start: each `ours` run first runs once on the same scenario drawn with the seed
     /// plus 1000 (a day before: other arrivals and start-ups) and starts from what it learned
-    /// there (capacity estimate, start-up time and the hindsight floor it held), as a scaler
-    /// pod starts from --learned-state-configmap. The peers and static fleets start as
-    /// always. Not the evaluation's protocol, which starts every policy cold.
+    /// there (capacity estimate, start-up time, the hindsight floor it held and light load's
+    /// first-token share), as a scaler pod starts from --learned-state-configmap. The peers
+    /// and static fleets start as always. Not the evaluation's protocol, which starts every
+    /// policy cold.
     #[arg(long)]
     pub(crate) warm: bool,
     /// Every `ours` run's scaler pod restarts once, this many seconds into the run (a rollout,
