@@ -52,11 +52,8 @@ pub struct Ours {
     /// A scaler pod restart still to come.
     restart: Option<Restart>,
     /// When the running scaler started: its clock reads from here, as a pod's loop reads
-    /// time since it started.
+    /// time since it started. Zero until a restart, which happens at a positive time.
     epoch: Duration,
-    /// Whether the running scaler is one that restarted: it is told the scale target's
-    /// replicas every cycle, as the service tells it.
-    restarted: bool,
     model: Option<String>,
     scrape_interval: Duration,
     next_scrape: Duration,
@@ -85,7 +82,6 @@ impl Ours {
             config: config.clone(),
             restart: None,
             epoch: Duration::ZERO,
-            restarted: false,
             model: config.model.clone(),
             scrape_interval: config.scrape_interval,
             next_scrape: Duration::ZERO,
@@ -120,7 +116,6 @@ impl Ours {
             self.scaler.inherit(p);
         }
         self.epoch = now;
-        self.restarted = true;
         self.decisions.push(DecisionNote {
             t_seconds: now.as_secs_f64(),
             ready: self.ready,
@@ -194,7 +189,7 @@ impl Autoscaler for Ours {
             }
             let ready: Vec<_> = fleet.ready().collect();
             self.ready = u32::try_from(ready.len()).unwrap_or(u32::MAX);
-            if self.restarted {
+            if !self.epoch.is_zero() {
                 // A restarted pod is told the scale target's replicas, as the service's loop
                 // tells it from the `/scale` subresource.
                 self.scaler.set_current_replicas(Some(CurrentReplicas {
