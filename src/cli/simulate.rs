@@ -112,8 +112,9 @@ pub(crate) struct SimulateArgs {
     pub(crate) out: Option<PathBuf>,
     /// Warm start: each `ours` run first runs once on the same scenario drawn with the seed
     /// plus 1000 (a day before: other arrivals and start-ups) and starts from what it learned
-    /// there (capacity estimate, start-up time, the hindsight floor it held and light load's
-    /// first-token share), as a scaler pod starts from --learned-state-configmap. The peers
+    /// there (capacity estimate, start-up time, the hindsight floor it held, light load's
+    /// first-token share and the demand history by minute, whose last minutes it starts
+    /// behind), as a scaler pod starts from --learned-state-configmap. The peers
     /// and static fleets start as always. Not the evaluation's protocol, which starts every
     /// policy cold.
     #[arg(long)]

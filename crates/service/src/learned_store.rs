@@ -23,6 +23,11 @@ use crate::scale_target::{KubeClient, read_error};
 /// A record older than this is not inherited: the fleet it describes may have changed.
 pub const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 
+/// The most the ConfigMap's data may hold, bytes: the API server refuses an object over 1 MiB,
+/// and this leaves room for its metadata. A record's demand history (about 40 KB for a day)
+/// is cut from its oldest minutes to fit what the other keys leave.
+pub const CONFIGMAP_BUDGET: usize = 900 * 1024;
+
 /// Where the learning is kept and how often a loop writes it.
 #[derive(Debug, Clone)]
 pub struct LearnedStore {
@@ -36,7 +41,7 @@ pub struct LearnedStore {
 }
 
 /// What is kept under a trigger's key.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// The learning.
     #[serde(flatten)]
@@ -61,7 +66,26 @@ impl Record {
     pub fn persisted_at(&self, now_unix: f64) -> Persisted {
         let elapsed = now_unix - self.written_unix_seconds;
         self.persisted
+            .clone()
             .aged(if elapsed.is_finite() { elapsed } else { 0.0 })
+    }
+
+    /// Drops the demand history's oldest minutes until the record's JSON, under its key, takes
+    /// at most `room` bytes; how many minutes it dropped. The rest of the record is kept
+    /// whatever its size (a few hundred bytes).
+    pub fn fit(&mut self, key: &str, room: usize) -> usize {
+        let size = |r: &Self| key.len() + serde_json::to_string(r).map_or(0, |s| s.len());
+        let mut dropped = 0;
+        loop {
+            let (len, over) = (self.persisted.demand_history.len(), size(self));
+            if over <= room || len == 0 {
+                return dropped;
+            }
+            // An entry is about 28 bytes: drop what the excess takes, at least one.
+            let cut = (over - room).div_ceil(24).clamp(1, len);
+            self.persisted.demand_history.drain(..cut);
+            dropped += cut;
+        }
     }
 
     /// Whether it is young enough to start from at `now_unix`: at most [`MAX_AGE`] old.
@@ -117,12 +141,32 @@ impl LearnedStore {
     /// The record under `key`, if there is one. A value that is not a record is an error that
     /// names the key (and never repeats the value).
     pub async fn read(&self, key: &str) -> Result<Option<Record>, String> {
+        self.read_with_room(key).await?.0
+    }
+
+    /// As [`LearnedStore::read`], with the room the other keys leave under
+    /// [`CONFIGMAP_BUDGET`] for this one, bytes (read even when the record is not).
+    pub async fn read_with_room(
+        &self,
+        key: &str,
+    ) -> Result<(Result<Option<Record>, String>, usize), String> {
         let map = self
             .api()
             .get(&self.name)
             .await
             .map_err(|e| read_error(&self.what(), "configmaps", e).0)?;
-        let Some(value) = map.data.as_ref().and_then(|d| d.get(key)) else {
+        let data = map.data.unwrap_or_default();
+        let others: usize = data
+            .iter()
+            .filter(|(k, _)| k.as_str() != key)
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        let room = CONFIGMAP_BUDGET.saturating_sub(others);
+        Ok((self.parse(key, data.get(key)), room))
+    }
+
+    fn parse(&self, key: &str, value: Option<&String>) -> Result<Option<Record>, String> {
+        let Some(value) = value else {
             return Ok(None);
         };
         serde_json::from_str(value).map(Some).map_err(|e| {
@@ -166,7 +210,7 @@ fn json_error_class(e: &serde_json::Error) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vllm_keda_core::policy::proactive::PersistedFloor;
+    use vllm_keda_core::policy::proactive::{KeptMinute, PersistedFloor};
 
     #[test]
     fn a_location_is_namespace_and_name() {
@@ -192,6 +236,7 @@ mod tests {
                 observed_seconds: 3600.0,
                 hindsight_floor: None,
                 light_share: None,
+                demand_history: vec![],
             },
             written_unix_seconds: 1_764_800_000.0,
         };
@@ -209,7 +254,7 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_hindsight_floor_reads_back_and_ages_from_when_it_was_written() {
+    fn a_kept_floor_and_history_read_back_and_age_from_when_they_were_written() {
         let floor = PersistedFloor {
             replicas: 4,
             served_percent: 100.0,
@@ -229,6 +274,7 @@ mod tests {
                 observed_seconds: 3600.0,
                 hindsight_floor: Some(floor),
                 light_share: Some(0.62),
+                demand_history: vec![KeptMinute(3, 4.5, 6.25, 1.0, 2.0)],
             },
             written_unix_seconds: 1_764_800_000.0,
         };
@@ -237,14 +283,20 @@ mod tests {
             text.contains(r#""hindsight_floor":{"replicas":4,"#),
             "{text}"
         );
+        assert!(
+            text.contains(r#""demand_history":[[3,4.5,6.25,1.0,2.0]]"#),
+            "{text}"
+        );
         assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), record);
-        // Read ten minutes after it was written, the floor is ten minutes older; nothing
-        // else moves.
+        // Read ten minutes after it was written, the floor and the history are ten minutes
+        // older; nothing else moves.
         let read = record.persisted_at(record.written_unix_seconds + 600.0);
         assert_eq!(read.hindsight_floor.unwrap().age_seconds, 2_400.0);
+        assert_eq!(read.demand_history, [KeptMinute(13, 4.5, 6.25, 1.0, 2.0)]);
         assert_eq!(
             Persisted {
                 hindsight_floor: Some(floor),
+                demand_history: record.persisted.demand_history.clone(),
                 ..read
             },
             record.persisted
@@ -253,7 +305,46 @@ mod tests {
         for now in [record.written_unix_seconds - 60.0, f64::NAN] {
             let read = record.persisted_at(now);
             assert_eq!(read.hindsight_floor.unwrap().age_seconds, 1_800.0, "{now}");
+            assert_eq!(read.demand_history[0].minutes_ago(), 3, "{now}");
         }
+    }
+
+    #[test]
+    fn a_record_fits_the_room_the_other_keys_leave_by_dropping_its_oldest_minutes() {
+        let mut record = Record {
+            persisted: Persisted {
+                capacity_per_replica: Some(13.5),
+                capacity_verified: None,
+                startup_seconds: None,
+                observed_seconds: 86_400.0,
+                hindsight_floor: None,
+                light_share: None,
+                demand_history: (1..=1440)
+                    .rev()
+                    .map(|ago| KeptMinute(ago, 12.34, 15.67, 3.45, 4.0))
+                    .collect(),
+            },
+            written_unix_seconds: 1_764_800_000.0,
+        };
+        let key = "llm.chat.00ff";
+        let size = |r: &Record| key.len() + serde_json::to_string(r).unwrap().len();
+        let whole = size(&record);
+        assert!((30_000..48_000).contains(&whole), "{whole}");
+        // Room for all of it: nothing is dropped.
+        assert_eq!(record.clone().fit(key, whole), 0);
+        // Room for a quarter: the oldest minutes go, the newest stay, and it fits.
+        let mut cut = record.clone();
+        let dropped = cut.fit(key, whole / 4);
+        assert!(size(&cut) <= whole / 4, "{}", size(&cut));
+        assert_eq!(cut.persisted.demand_history.len(), 1440 - dropped);
+        assert!(dropped > 1000, "{dropped}");
+        assert_eq!(
+            cut.persisted.demand_history.last().unwrap().minutes_ago(),
+            1
+        );
+        // No room: the history goes, the rest of the learning stays.
+        assert_eq!(record.fit(key, 0), 1440);
+        assert_eq!(record.persisted.capacity_per_replica, Some(13.5));
     }
 
     #[test]
@@ -266,6 +357,7 @@ mod tests {
                 observed_seconds: 3600.0,
                 hindsight_floor: None,
                 light_share: None,
+                demand_history: vec![],
             },
             written_unix_seconds: 1_764_800_000.0,
         };

@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::IntoResponse;
 use tokio::net::TcpListener;
-use vllm_keda_core::policy::proactive::{Persisted, PersistedFloor};
+use vllm_keda_core::policy::proactive::{KeptMinute, Persisted, PersistedFloor};
 use vllm_keda_service::control::trigger_id;
 use vllm_keda_service::learned_store::{self, LearnedStore, Record};
 use vllm_keda_service::proto::external_scaler_client::ExternalScalerClient;
@@ -164,6 +164,7 @@ fn record(capacity: f64, startup: f64, age: Duration) -> Record {
             observed_seconds: 3_600.0,
             hindsight_floor: None,
             light_share: None,
+            demand_history: vec![],
         },
         written_unix_seconds: now.saturating_sub(age).as_secs_f64(),
     }
@@ -282,6 +283,15 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
             age_seconds: 1_800.0,
             capacity_per_replica: Some(10.0),
         });
+        // And the demand history of its last twenty minutes: a burst of 60 req/s ten minutes
+        // before it wrote the record (twenty by now, within the peak floor's half hour).
+        kept.persisted.demand_history = (1..=20)
+            .rev()
+            .map(|ago| {
+                let demand = if ago == 10 { 60.0 } else { 2.0 };
+                KeptMinute(ago, demand, demand, 3.0, 3.0)
+            })
+            .collect();
         let data = BTreeMap::from([
             (fresh_key.clone(), serde_json::to_string(&kept).unwrap()),
             // Kept for other metadata (another trigger id): not this trigger's.
@@ -324,8 +334,15 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
         let read = state.read.unwrap();
         assert!(read.starts_with("inherited a record written"), "{read}");
         assert!(
-            read.contains("hindsight floor 3 replicas found 1800 s before the record was written"),
+            read.contains("hindsight floor 3 replicas found 1800 s before the record was written")
+                && read.contains("20 minutes of demand history over the last 20 minutes"),
             "{read}"
+        );
+        // The burst in the earlier pod's history is behind this pod's first minute: its peak
+        // floor holds the 5 replicas that carry 60 req/s at 13.5 each.
+        assert!(
+            explanation.contains("floor: peak 60 req/s") && explanation.contains("-> 5 replicas"),
+            "{explanation}"
         );
 
         // Another ScaledObject with no record of its own, and one whose record is two days

@@ -282,7 +282,7 @@ fn a_warm_run_starts_from_what_an_earlier_run_learned_and_a_cold_one_does_not() 
         .unwrap()
         .expect("the proactive policy keeps what it learned");
     // The learning run alone ends where the judged run does.
-    assert_eq!(before.learned_state, Some(learned));
+    assert_eq!(before.learned_state, Some(learned.clone()));
     assert_eq!(
         sim.learned_on(&yesterday, &PolicySpec::PrometheusKeda)
             .unwrap(),
@@ -371,6 +371,7 @@ fn a_warm_run_holds_the_hindsight_floor_the_day_before_ended_with() {
     let bare = Persisted {
         hindsight_floor: None,
         light_share: None,
+        demand_history: vec![],
         ..learned
     };
     let (without, _) = sim
@@ -433,4 +434,36 @@ fn a_scaler_restart_starts_a_fresh_pod_from_the_old_ones_learning_or_from_nothin
         .run_policy(&scenario, &PolicySpec::PrometheusKeda)
         .unwrap();
     assert!(a.decisions.iter().all(|d| d.reason != "scaler_restart"));
+}
+
+#[test]
+fn a_restarted_pod_holds_the_peak_of_a_burst_its_predecessor_saw() {
+    // Twice a replica's capacity for 10 minutes, then a light load; the scaler pod restarts
+    // 15 minutes in, within the peak floor's half hour of the burst.
+    let c = capacity_rps();
+    let scenario = poisson(&[(2.0 * c, 600.0), (0.3 * c, 1200.0)], 5);
+    let sim = Simulation {
+        restart: Some(Restart {
+            at: Duration::from_secs(900),
+            keeps_learning: true,
+        }),
+        ..simulation(120, &[])
+    };
+    let (run, _) = sim.run_policy(&scenario, &PolicySpec::Ours).unwrap();
+    let i = run
+        .decisions
+        .iter()
+        .position(|d| d.reason == "scaler_restart")
+        .expect("the restart is noted");
+    // The new pod's first decision reads the burst from the old pod's demand history.
+    // (Its own rate window is not full yet: its own demand reads 0, and without the history
+    // its peak floor would read 0 too.)
+    let first = &run.decisions[i + 1].explanation;
+    let peak: f64 = first
+        .split_once("floor: peak ")
+        .and_then(|(_, rest)| rest.split_once(' '))
+        .and_then(|(number, _)| number.parse().ok())
+        .unwrap_or_else(|| panic!("no peak floor: {first}"));
+    assert!(peak > 1.5 * c, "{peak} vs {c}: {first}");
+    assert!(first.contains("(window 1800 s)"), "{first}");
 }

@@ -244,8 +244,9 @@ struct LearnedWatch {
 enum Exchange {
     /// The record holds a longer history than this loop's: the loop adopts it.
     Adopt(Record),
-    /// This loop's learning was written, at this Unix time.
-    Written(f64),
+    /// This loop's learning was written, at this Unix time, with this many of the demand
+    /// history's oldest minutes left out to fit the ConfigMap.
+    Written(f64, usize),
     /// Nothing to do: the record's history is not longer, and this loop has learned nothing
     /// of its own since it inherited.
     Kept,
@@ -323,8 +324,12 @@ impl LearnedWatch {
         match outcome {
             None => {}
             Some(Exchange::Kept) => self.status.error = None,
-            Some(Exchange::Written(unix)) => {
+            Some(Exchange::Written(unix, dropped)) => {
                 self.status.written_unix_seconds = Some(unix);
+                self.status.history_minutes_left_out = dropped;
+                if dropped > 0 {
+                    tracing::warn!(configmap = %self.status.configmap, key = %self.key, dropped, "learned state written without the demand history's oldest minutes: the ConfigMap is near its size limit");
+                }
                 self.status.error = None;
             }
             Some(Exchange::Adopt(record)) => {
@@ -363,23 +368,27 @@ impl LearnedWatch {
             (self.store.clone(), self.key.clone(), self.exchanged.clone());
         tokio::spawn(async move {
             let exchange = async {
-                let kept = store.read(&key).await;
+                let (kept, room) = match store.read_with_room(&key).await {
+                    Ok((kept, room)) => (kept, room),
+                    Err(error) => (Err(error), learned_store::CONFIGMAP_BUDGET),
+                };
                 let now = since_epoch().as_secs_f64();
                 if let Ok(Some(record)) = &kept
                     && record.outranks(persisted.observed_seconds, now)
                 {
-                    return Exchange::Adopt(*record);
+                    return Exchange::Adopt(record.clone());
                 }
                 if !own {
                     return kept.err().map_or(Exchange::Kept, Exchange::Failed);
                 }
                 // A failed read does not stop the write: it reports its own failure.
-                let record = Record {
+                let mut record = Record {
                     persisted,
                     written_unix_seconds: now,
                 };
+                let dropped = record.fit(&key, room);
                 match store.write(&key, &record).await {
-                    Ok(()) => Exchange::Written(record.written_unix_seconds),
+                    Ok(()) => Exchange::Written(record.written_unix_seconds, dropped),
                     Err(error) => Exchange::Failed(error),
                 }
             };
@@ -399,7 +408,7 @@ impl LearnedWatch {
 
 /// A record's learning in words, for `/debug` and the log.
 fn describe(record: &Record) -> String {
-    let p = record.persisted;
+    let p = &record.persisted;
     format!(
         "capacity {} req/s per replica, start-up {}, {:.0} s observed",
         p.capacity_per_replica
@@ -412,7 +421,14 @@ fn describe(record: &Record) -> String {
             ", hindsight floor {} replicas found {:.0} s before the record was written",
             f.replicas, f.age_seconds
         )
-    })
+    }) + &match p.demand_history.first() {
+        Some(oldest) => format!(
+            ", {} minutes of demand history over the last {} minutes",
+            p.demand_history.len(),
+            oldest.minutes_ago()
+        ),
+        None => String::new(),
+    }
 }
 
 /// Reads one ScaledObject's scale target through the Kubernetes API, at most every

@@ -76,6 +76,9 @@ pub struct LearnedStateStatus {
     pub read: Option<String>,
     /// Unix time of this loop's last successful write.
     pub written_unix_seconds: Option<f64>,
+    /// How many of the demand history's oldest minutes the last write left out, so that the
+    /// ConfigMap, shared by every trigger, stays under its size limit (0: none).
+    pub history_minutes_left_out: usize,
     /// The last record adopted while running: a peer's, with a longer history (`None` before
     /// any).
     pub adopted: Option<String>,

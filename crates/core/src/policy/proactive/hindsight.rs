@@ -62,6 +62,37 @@ pub struct Hindsight {
     minutes: VecDeque<Minute>,
 }
 
+/// One whole minute of the history as the learned state keeps it for the next scaler pod, a
+/// JSON array `[minutes_ago, demand, peak, ready, held]`: how many minutes before the record
+/// was taken it began (at least 1: the minute still filling is not kept), the mean and the
+/// highest demand estimate within it (requests per second), and the mean ready and held
+/// replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct KeptMinute(pub u32, pub f32, pub f32, pub f32, pub f32);
+
+impl KeptMinute {
+    /// How many minutes before the record was taken it began.
+    pub fn minutes_ago(&self) -> u32 {
+        self.0
+    }
+
+    /// Whether it can be read back: within the last day, numbers finite and not negative.
+    pub fn holds(&self) -> bool {
+        let window = WINDOW.as_secs() / MINUTE.as_secs();
+        self.0 >= 1
+            && u64::from(self.0) <= window
+            && [self.1, self.2, self.3, self.4]
+                .iter()
+                .all(|v| v.is_finite() && *v >= 0.0)
+    }
+}
+
+/// `x` to two decimals: what the record keeps (a hundredth of a request per second, or of a
+/// replica, is below anything the policy reads).
+fn two_decimals(x: f32) -> f32 {
+    (x * 100.0).round() / 100.0
+}
+
 /// A static fleet as the fluid model reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct StaticFleet {
@@ -142,6 +173,52 @@ impl Hindsight {
             self.minutes.pop_front();
         }
         closed
+    }
+
+    /// Whether no minute has been recorded.
+    pub fn is_empty(&self) -> bool {
+        self.minutes.is_empty()
+    }
+
+    /// The whole minutes before `now`'s, oldest first, as the learned state keeps them.
+    pub fn kept(&self, now: Duration) -> Vec<KeptMinute> {
+        let current = now.as_secs() / MINUTE.as_secs();
+        self.minutes
+            .iter()
+            .filter(|m| m.index < current)
+            .map(|m| {
+                let n = m.samples.max(1) as f32;
+                KeptMinute(
+                    u32::try_from(current - m.index).unwrap_or(u32::MAX),
+                    two_decimals(m.demand / n),
+                    two_decimals(m.peak),
+                    two_decimals(m.ready / n),
+                    two_decimals(m.held / n),
+                )
+            })
+            .filter(KeptMinute::holds)
+            .collect()
+    }
+
+    /// Puts a kept minute back `minutes_ago` before `now`'s minute, as one decision with its
+    /// means (the caller gives them oldest first, before any minute of its own). A minute
+    /// already recorded, or one before `now`'s clock began, is left out.
+    pub fn restore(&mut self, now: Duration, kept: &KeptMinute) {
+        let current = now.as_secs() / MINUTE.as_secs();
+        let Some(index) = current.checked_sub(u64::from(kept.0)) else {
+            return;
+        };
+        if self.minutes.back().is_some_and(|m| m.index >= index) {
+            return;
+        }
+        self.minutes.push_back(Minute {
+            index,
+            samples: 1,
+            demand: kept.1,
+            peak: kept.2.max(kept.1),
+            ready: kept.3,
+            held: kept.4,
+        });
     }
 
     /// Ours against every static fleet from `min` to `max` replicas at `capacity` requests per
@@ -280,6 +357,55 @@ mod tests {
             h.observe(Duration::from_secs(t), demand(t), ready(t), held(t));
         }
         h
+    }
+
+    #[test]
+    fn kept_minutes_read_back_as_the_history_they_were_taken_from() {
+        // An hour of 10 req/s on 1 replica, then 30 min of 30 req/s on 3 (4 held).
+        let h = history(
+            90 * 60 + 30,
+            |t| if t < 3600 { 10.0 } else { 30.0 },
+            |t| if t < 3600 { 1 } else { 3 },
+            |t| if t < 3600 { 1 } else { 4 },
+        );
+        let now = Duration::from_secs(90 * 60 + 30);
+        let kept = h.kept(now);
+        // Whole minutes only: 90 of them, the oldest 90 minutes ago.
+        assert_eq!(kept.len(), 90);
+        assert_eq!(kept[0], KeptMinute(90, 10.0, 10.0, 1.0, 1.0));
+        assert_eq!(kept[89], KeptMinute(1, 30.0, 30.0, 3.0, 4.0));
+        // Restored on another clock, 2 h ahead, it compares as the original does.
+        let later = Duration::from_secs(2 * 3600);
+        let mut restored = Hindsight::default();
+        for m in &kept {
+            restored.restore(later, m);
+        }
+        // The minute still filling at `later`, which the comparison leaves out.
+        restored.observe(later, 30.0, 3, 4);
+        assert_eq!(restored.compare(10.0, 1, 20), h.compare(10.0, 1, 20));
+        // Nothing is restored over a minute already kept, or before the clock began.
+        let mut short = Hindsight::default();
+        short.restore(Duration::from_secs(600), &kept[0]);
+        assert!(short.is_empty());
+        short.restore(Duration::from_secs(600), &kept[89]);
+        short.restore(Duration::from_secs(600), &kept[88]);
+        assert_eq!(short.kept(Duration::from_secs(600)).len(), 1);
+    }
+
+    #[test]
+    fn a_whole_day_kept_is_about_forty_kilobytes_of_json() {
+        // The worst case for its size: every minute of the day with two-digit demand with
+        // decimals, and fleets that change within each minute.
+        let h = history(
+            86_400 + 60,
+            |t| 10.0 + (t % 8_999) as f64 / 100.0,
+            |t| 10 + (t / 2 % 3) as u32,
+            |t| 11 + (t / 2 % 3) as u32,
+        );
+        let kept = h.kept(Duration::from_secs(86_400 + 60));
+        assert_eq!(kept.len(), 1440);
+        let bytes = serde_json::to_string(&kept).unwrap().len();
+        assert!((30_000..48_000).contains(&bytes), "{bytes}");
     }
 
     #[test]

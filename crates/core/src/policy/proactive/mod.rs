@@ -66,6 +66,7 @@ use serde::Serialize;
 pub use self::capacity::{BreachCap, BreachLesson};
 use self::capacity::{CapacityEstimate, Observation, Source};
 use self::forecast::{DemandTracker, Forecast, PeakFloor, Recurrence};
+pub use self::hindsight::KeptMinute;
 use self::hindsight::{Hindsight, StaticComparison, StaticFleet};
 use super::explain::{num, pct};
 use super::hpa::{hpa_would_act, smallest_acted_scale_up};
@@ -416,8 +417,10 @@ impl ItlTest {
 /// What a scaler pod keeps of the proactive policy's learning for the next pod serving the
 /// same trigger (a restarted one, or its peer): the capacity estimate with the most known to be
 /// served, the start-up time when it was learned rather than set, and the hindsight floor it
-/// holds (`hindsight=floor`) with its age, so the next pod holds it for the rest of its day.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+/// holds (`hindsight=floor`) with its age, so the next pod holds it for the rest of its day,
+/// and the demand history by minute over the last day, which the peak floor, the patterns and
+/// the hindsight read.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Persisted {
     /// The capacity estimate, requests per second per replica.
     pub capacity_per_replica: Option<f64>,
@@ -439,6 +442,11 @@ pub struct Persisted {
     /// written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub light_share: Option<f64>,
+    /// The demand history: one entry per whole minute of the last day, oldest first (empty
+    /// before a capacity estimate, and in records written before it was kept). About 30 KB
+    /// for a whole day.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub demand_history: Vec<KeptMinute>,
 }
 
 /// A hindsight floor as it is kept for the next pod: the static fleet a comparison found
@@ -493,11 +501,24 @@ impl PersistedFloor {
 }
 
 impl Persisted {
-    /// The same record `elapsed` seconds after it was taken: its hindsight floor is that much
-    /// older.
+    /// The same record `elapsed` seconds after it was taken: its hindsight floor and its
+    /// demand history are that much older (the history by whole minutes, to the nearest; what
+    /// is then older than a day is dropped).
     pub fn aged(self, elapsed: f64) -> Self {
+        let minutes = (elapsed.max(0.0) / 60.0).round();
+        let shift = if minutes.is_finite() {
+            minutes.min(f64::from(u32::MAX)) as u32
+        } else {
+            0
+        };
         Self {
             hindsight_floor: self.hindsight_floor.map(|f| f.aged(elapsed)),
+            demand_history: self
+                .demand_history
+                .into_iter()
+                .map(|m| KeptMinute(m.0.saturating_add(shift), m.1, m.2, m.3, m.4))
+                .filter(KeptMinute::holds)
+                .collect(),
             ..self
         }
     }
@@ -1020,6 +1041,10 @@ pub struct Proactive {
     inherited_floor: Option<PersistedFloor>,
     /// The time of the last decision.
     last_decided: Duration,
+    /// What the demand history's clock (the peak floor's, the patterns' and the hindsight's)
+    /// runs ahead of the decisions' by: zero, unless an earlier pod's history was put behind
+    /// this one's first minute (whole minutes, so both clocks' minutes begin together).
+    history_ahead: Duration,
 }
 
 /// A static fleet the hindsight found beating ours, kept as a floor (`hindsight=floor`).
@@ -1138,6 +1163,7 @@ impl Proactive {
             static_floor: None,
             inherited_floor: None,
             last_decided: Duration::ZERO,
+            history_ahead: Duration::ZERO,
         }
     }
 
@@ -1166,6 +1192,9 @@ impl Proactive {
                 .map(|f| f.kept(self.last_decided))
                 .or(self.inherited_floor),
             light_share: self.light_share.map(|(share, _)| share),
+            demand_history: self
+                .hindsight
+                .kept(self.last_decided.saturating_add(self.history_ahead)),
         }
     }
 
@@ -1205,6 +1234,43 @@ impl Proactive {
             self.startup_learned = Some(s);
             self.startup_inherited = true;
         }
+        self.inherit_history(&p.demand_history);
+    }
+
+    /// Puts an earlier pod's demand history behind this one's first minute, so the peak
+    /// floor, the patterns and the hindsight read it as the minutes before their own. Only a
+    /// pod with no history of its own takes it (a running pod that adopts a peer's record
+    /// keeps its own, which saw the same fleet); entries out of order or unreadable are left
+    /// out.
+    fn inherit_history(&mut self, kept: &[KeptMinute]) {
+        let kept: Vec<KeptMinute> = kept.iter().copied().filter(KeptMinute::holds).collect();
+        let Some(oldest) = kept.iter().map(KeptMinute::minutes_ago).max() else {
+            return;
+        };
+        if !self.hindsight.is_empty() {
+            return;
+        }
+        // Far enough ahead that the oldest minute falls at or after the clock's minute 0.
+        self.history_ahead = Duration::from_secs(60 * (u64::from(oldest) + 1));
+        let now = self.history_now(self.last_decided);
+        let minute = now.as_secs() / 60;
+        let mut previous = u32::MAX;
+        for m in kept {
+            // Oldest first: each entry is younger than the one before.
+            if m.minutes_ago() >= previous {
+                continue;
+            }
+            previous = m.minutes_ago();
+            let at = Duration::from_secs(60 * (minute - u64::from(m.minutes_ago())));
+            self.floor.observe(at, f64::from(m.2.max(m.1)));
+            self.recurrence.observe(at, f64::from(m.1));
+            self.hindsight.restore(now, &m);
+        }
+    }
+
+    /// `now` on the demand history's clock.
+    fn history_now(&self, now: Duration) -> Duration {
+        now.saturating_add(self.history_ahead)
     }
 
     /// What this policy has learned from its own history: two scaler pods (or one that
@@ -1486,10 +1552,12 @@ impl Proactive {
         }
         fc.at_horizon = fc.now + self.config.trend_weight * (fc.at_horizon - fc.now);
         let per = cap * self.config.target_utilization;
-        self.recurrence.observe(now, fc.now);
+        // The demand history's clock: an earlier pod's minutes, when inherited, come before it.
+        let history_now = self.history_now(now);
+        self.recurrence.observe(history_now, fc.now);
         let recurring = if self.config.periodic {
             self.recurrence
-                .recurring(now, horizon.saturating_add(PERIODIC_SLACK))
+                .recurring(history_now, horizon.saturating_add(PERIODIC_SLACK))
                 .map(|r| (r, replicas_for(r.expected, per, c)))
         } else {
             None
@@ -1549,13 +1617,13 @@ impl Proactive {
         } else {
             capped.map_or(sized_need, |cap| clamp(cap, c))
         };
-        self.floor.observe(now, fc.now);
+        self.floor.observe(history_now, fc.now);
         let window = Duration::from_secs_f64(self.config.peak_window_seconds);
         let floor = if self.config.peak_dropped_only {
             self.floor
-                .dropped_peak(now, window, PEAK_DROP_WITHIN, fc.now)
+                .dropped_peak(history_now, window, PEAK_DROP_WITHIN, fc.now)
         } else {
-            self.floor.peak(now, window)
+            self.floor.peak(history_now, window)
         };
         let floor = floor.map(|(peak, age)| {
             let at = if self.config.peak_at_full { cap } else { per };
@@ -1871,7 +1939,10 @@ impl Proactive {
         }
         let level = clamp(level, c);
         state.level = Some(level);
-        if self.hindsight.observe(now, fc.now, ready, level.max(ready)) {
+        if self
+            .hindsight
+            .observe(history_now, fc.now, ready, level.max(ready))
+        {
             self.comparison = self.hindsight.compare(cap, c.min_replicas, c.max_replicas);
             if self.config.hindsight_floor
                 && let Some(cmp) = &self.comparison

@@ -2797,6 +2797,7 @@ fn a_new_pod_starts_from_what_an_earlier_one_persisted() {
         observed_seconds: f64::NAN,
         hindsight_floor: None,
         light_share: None,
+        demand_history: vec![],
     });
     let l = junk.proactive.learned();
     assert_eq!((l.capacity_source, l.startup_source), ("none", "default"));
@@ -2813,6 +2814,7 @@ fn under_inherit_verified_a_record_starts_no_higher_than_what_was_served() {
         observed_seconds: 3_600.0,
         hindsight_floor: None,
         light_share: None,
+        demand_history: vec![],
     };
     let start = |metadata: &str, p: &Persisted| {
         let mut r = Run::new(metadata, 2);
@@ -2831,12 +2833,12 @@ fn under_inherit_verified_a_record_starts_no_higher_than_what_was_served() {
     // without the most served starts at its estimate.
     let lowered = Persisted {
         capacity_verified: Some(2.0),
-        ..record
+        ..record.clone()
     };
     assert_eq!(start("proactive; inherit=verified", &lowered).0, Some(1.5));
     let older = Persisted {
         capacity_verified: None,
-        ..record
+        ..record.clone()
     };
     assert_eq!(start("proactive; inherit=verified", &older).0, Some(1.5));
 }
@@ -2888,7 +2890,7 @@ fn a_pod_that_inherits_the_learning_holds_the_hindsight_floor_for_the_rest_of_it
         r.proactive.inherit(p);
         r.at(0, &light)
     };
-    let d = start(metadata, &record.aged(600.0));
+    let d = start(metadata, &record.clone().aged(600.0));
     assert_eq!(d.target_replicas, 5, "{}", d.explanation);
     assert!(
         d.explanation
@@ -2900,17 +2902,20 @@ fn a_pod_that_inherits_the_learning_holds_the_hindsight_floor_for_the_rest_of_it
     let bare = Persisted {
         hindsight_floor: None,
         light_share: None,
-        ..record
+        demand_history: vec![],
+        ..record.clone()
     };
     assert_eq!(start(metadata, &bare).target_replicas, 1);
     // A day after it was found the floor is gone, and so it is under `hindsight=advice`.
-    let day_old = record.aged(hindsight::WINDOW.as_secs_f64() - 3_600.0);
+    let day_old = record
+        .clone()
+        .aged(hindsight::WINDOW.as_secs_f64() - 3_600.0);
     assert_eq!(start(metadata, &day_old).target_replicas, 1);
     let advice = start(&format!("{metadata}; hindsight=advice"), &record);
     assert_eq!(advice.target_replicas, 1, "{}", advice.explanation);
     // A taken-up floor still expires at the end of its day on the new pod's clock.
     let mut new = Run::new(metadata, 1);
-    new.proactive.inherit(&record.aged(600.0));
+    new.proactive.inherit(&record.clone().aged(600.0));
     assert_eq!(new.at(0, &light).target_replicas, 5);
     let left = hindsight::WINDOW.as_secs() - 4_200;
     assert!(new.proactive.persisted().hindsight_floor.is_some());
@@ -2938,7 +2943,7 @@ fn a_pod_that_inherits_the_learning_holds_the_hindsight_floor_for_the_rest_of_it
     ] {
         let p = Persisted {
             hindsight_floor: Some(junk),
-            ..record
+            ..record.clone()
         };
         assert_eq!(start(metadata, &p).target_replicas, 1, "{junk:?}");
     }
@@ -3013,8 +3018,78 @@ fn a_pod_that_inherits_the_learning_judges_a_first_token_tail_by_light_loads_sha
         let mut r = Run::new("proactive", 2);
         r.proactive.inherit(&Persisted {
             light_share: Some(junk),
-            ..record
+            demand_history: vec![],
+            ..record.clone()
         });
         assert_eq!(r.proactive.light_share, None, "{junk}");
     }
+}
+
+#[test]
+fn a_pod_that_inherits_the_demand_history_holds_the_peak_floor_of_a_burst_before_it_started() {
+    // An old pod sees 40 req/s for five minutes, then 5 req/s for five more; at 10 minutes it
+    // is replaced. Its peak floor (half an hour) holds 4 replicas for the burst.
+    let metadata = "proactive; capacity=10; startup=300; periodic=off; hindsight=advice";
+    let light = fleet(1, 5.0, 2.0);
+    let mut old = Run::new(metadata, 4);
+    for t in (0..300).step_by(2) {
+        old.at(t, &fleet(4, 40.0, 20.0));
+    }
+    for t in (300..=600).step_by(2) {
+        old.at(t, &light);
+    }
+    let record = old.proactive.persisted();
+    // Whole minutes only (0-9; the tenth is still filling), oldest first, the burst's at 40.
+    let ages: Vec<u32> = record
+        .demand_history
+        .iter()
+        .map(KeptMinute::minutes_ago)
+        .collect();
+    assert_eq!(ages, (1..=10).rev().collect::<Vec<u32>>());
+    assert_eq!(record.demand_history[0].2, 40.0);
+    let json = serde_json::to_string(&record).unwrap();
+    assert!(
+        json.contains(r#""demand_history":[[10,40.0,40.0,4.0,"#),
+        "{json}"
+    );
+    assert_eq!(serde_json::from_str::<Persisted>(&json).unwrap(), record);
+
+    let start = |p: &Persisted| {
+        let mut r = Run::new(metadata, 1);
+        r.proactive.inherit(p);
+        r.at(0, &light)
+    };
+    // The new pod's clock starts at zero, with the burst ten minutes behind it: held.
+    let d = start(&record);
+    assert_eq!(d.target_replicas, 4, "{}", d.explanation);
+    assert!(d.explanation.contains("floor: peak"), "{}", d.explanation);
+    // Without the history it sizes the light load alone; read 25 minutes later, the burst has
+    // left the window.
+    let bare = Persisted {
+        demand_history: vec![],
+        ..record.clone()
+    };
+    assert_eq!(start(&bare).target_replicas, 1);
+    let late = record.clone().aged(25.0 * 60.0);
+    assert_eq!(late.demand_history[0].minutes_ago(), 35);
+    assert_eq!(start(&late).target_replicas, 1);
+    // A record aged past a day keeps nothing of it.
+    assert!(record.clone().aged(86_400.0).demand_history.is_empty());
+    // A pod with a history of its own keeps it (a running pod adopting a peer's record).
+    let mut running = Run::new(metadata, 1);
+    running.steady(120, &light);
+    running.proactive.inherit(&record);
+    assert_eq!(running.at(122, &light).target_replicas, 1);
+    // Junk entries are left out; out of order ones too.
+    let junk = Persisted {
+        demand_history: vec![
+            KeptMinute(5, f32::NAN, 40.0, 4.0, 4.0),
+            KeptMinute(0, 40.0, 40.0, 4.0, 4.0),
+            KeptMinute(3, 5.0, 5.0, 1.0, 1.0),
+            KeptMinute(4, 40.0, 40.0, 4.0, 4.0),
+            KeptMinute(2_000, 40.0, 40.0, 4.0, 4.0),
+        ],
+        ..record.clone()
+    };
+    assert_eq!(start(&junk).target_replicas, 1);
 }
