@@ -1290,7 +1290,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                         let learned = sim.learned_on(before, policy)?;
                         if let Some(l) = &learned {
                             eprintln!(
-                                "  warm start from seed {}: capacity {} req/s per replica, start-up {} s, {}",
+                                "  warm start from seed {}: capacity {} req/s per replica, start-up {} s, {}, {} minutes of demand history",
                                 sim.seed,
                                 l.capacity_per_replica
                                     .map_or("unknown".into(), |c| format!("{c:.2}")),
@@ -1300,6 +1300,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                                     "hindsight floor {} replicas (found {:.0} s before that day ended)",
                                     f.replicas, f.age_seconds
                                 )),
+                                l.demand_history.len(),
                             );
                         }
                         learned
