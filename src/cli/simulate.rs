@@ -119,6 +119,12 @@ pub(crate) struct SimulateArgs {
     /// policy cold.
     #[arg(long)]
     pub(crate) warm: bool,
+    /// With --warm: seconds between the day before's end and the run's start (a night, say).
+    /// What was learned is that much older, as a record read that long after it was written:
+    /// its hindsight floor ages and its demand history moves back (the peak floor's half hour
+    /// passes after 1800). Default 0: the run starts as the day before ended.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub(crate) warm_gap_seconds: f64,
     /// Every `ours` run's scaler pod restarts once, this many seconds into the run (a rollout,
     /// an eviction): a fresh scaler takes over, told the scale target's replicas every cycle
     /// as the service tells it, and starts from what the old pod learned, as with
@@ -157,6 +163,7 @@ impl From<SimulateArgs> for SimulateOptions {
             json: args.json,
             out: args.out,
             warm: args.warm,
+            warm_gap_seconds: args.warm_gap_seconds,
             restart_at_seconds: args.restart_at_seconds,
             restart_forgets: args.restart_forgets,
         }

@@ -94,6 +94,10 @@ pub struct SimulateOptions {
     /// plus [`WARM_SEED_OFFSET`] (a day before, with other arrivals and start-ups) and starts
     /// from what it learned there, as a scaler pod starts from `--learned-state-configmap`.
     pub warm: bool,
+    /// With `warm`: the time between the day before's end and the run's start, seconds; what
+    /// was learned is that much older (its hindsight floor and demand history age by it).
+    /// Zero (the default) joins the two days.
+    pub warm_gap_seconds: f64,
     /// Every `ours` run's scaler pod restarts once, this many seconds into the run.
     pub restart_at_seconds: Option<f64>,
     /// With `restart_at_seconds`: the new pod starts from nothing, as without
@@ -132,6 +136,7 @@ impl Default for SimulateOptions {
             json: false,
             out: None,
             warm: false,
+            warm_gap_seconds: 0.0,
             restart_at_seconds: None,
             restart_forgets: false,
         }
@@ -1222,6 +1227,17 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             .collect(),
         None => args.traces.clone(),
     };
+    if args.warm_gap_seconds != 0.0 && !args.warm {
+        anyhow::bail!(
+            "--warm-gap-seconds says how long before the run the day before ended, but there is no --warm: add --warm or drop --warm-gap-seconds"
+        );
+    }
+    if !(args.warm_gap_seconds.is_finite() && args.warm_gap_seconds >= 0.0) {
+        anyhow::bail!(
+            "--warm-gap-seconds {} is not a time: give the seconds between the day before's end and the run's start, 0 or more",
+            args.warm_gap_seconds
+        );
+    }
     let seeds: Vec<u64> = if args.seeds.is_empty() {
         vec![args.seed]
     } else {
@@ -1287,7 +1303,9 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                 );
                 let learned = match (&day_before, policy) {
                     (Some((before, sim)), PolicySpec::Ours | PolicySpec::OursWith(_)) => {
-                        let learned = sim.learned_on(before, policy)?;
+                        let learned = sim
+                            .learned_on(before, policy)?
+                            .map(|l| l.aged(args.warm_gap_seconds));
                         if let Some(l) = &learned {
                             eprintln!(
                                 "  warm start from seed {}: capacity {} req/s per replica, start-up {} s, {}, {} minutes of demand history",
@@ -1585,6 +1603,24 @@ mod tests {
             .unwrap_err()
             .to_string();
             assert!(e.contains(expected), "{at:?} {forgets}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_warm_gap_needs_a_warm_start_and_a_time() {
+        for (warm, gap, expected) in [
+            (false, 3600.0, "there is no --warm"),
+            (true, -1.0, "--warm-gap-seconds -1 is not a time"),
+            (true, f64::INFINITY, "--warm-gap-seconds inf is not a time"),
+        ] {
+            let e = run(SimulateOptions {
+                warm,
+                warm_gap_seconds: gap,
+                ..SimulateOptions::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(expected), "{warm} {gap}: {e}");
         }
     }
 
