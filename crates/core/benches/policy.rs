@@ -1,7 +1,8 @@
 //! Cost of one policy decision (every scrape interval, per ScaledObject): the guide's rules,
 //! and the proactive policy (the default) under a first-token tail light load shows too, with
 //! `tail=lighter` (the default) and `tail=p95`; of the proactive policy's hindsight (a record
-//! per decision, a comparison per minute) and of validating a
+//! per decision, a comparison per minute), of its learned state's day of demand history (kept
+//! as JSON, read back and inherited) and of validating a
 //! ScaledObject's metadata (once), beside the cost of cloning the signals the decision reads.
 //!
 //! Run: `cargo bench --bench policy`
@@ -13,7 +14,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use vllm_keda_core::config::ScalerConfig;
 use vllm_keda_core::policy::proactive::hindsight::Hindsight;
-use vllm_keda_core::policy::proactive::{Proactive, parse_policy};
+use vllm_keda_core::policy::proactive::{Persisted, Proactive, parse_policy};
 use vllm_keda_core::policy::{Policy, PolicyConfig, PolicyState};
 use vllm_keda_core::signals::{Bucket, FleetSignals, MaxMean, Quantiles, SignalSet};
 
@@ -134,6 +135,37 @@ fn bench(c: &mut Criterion) {
         "hindsight: compare a day (1,440 minutes) with 20 static fleets",
         |b| b.iter(|| black_box(black_box(&day).compare(10.0, 1, 20))),
     );
+    // The learned state's demand history: a day of minutes taken and written as JSON (every
+    // write interval, five minutes by default), and read back and put behind a new pod's
+    // first minute (once, when the pod starts).
+    let end = Duration::from_secs(24 * 3600);
+    c.bench_function("learned state: keep a day's demand history as JSON", |b| {
+        b.iter(|| black_box(serde_json::to_string(&black_box(&day).kept(end)).expect("JSON")))
+    });
+    let config = parse_policy("proactive; capacity=10")
+        .expect("valid")
+        .expect("proactive");
+    let mut old = Proactive::new(config.clone());
+    let mut state = PolicyState::default();
+    for t in (0..=24 * 3600u64).step_by(2) {
+        old.decide(
+            &proactive_policy,
+            Duration::from_secs(t),
+            &signals(0.0, None),
+            &mut state,
+        );
+    }
+    let record = old.persisted();
+    assert!(record.demand_history.len() > 1_000, "a day of history");
+    let json = serde_json::to_string(&record).expect("JSON");
+    c.bench_function("learned state: read a day's record and inherit it", |b| {
+        b.iter(|| {
+            let read: Persisted = serde_json::from_str(black_box(&json)).expect("a record");
+            let mut new = Proactive::new(config.clone());
+            new.inherit(&read);
+            black_box(new)
+        })
+    });
 
     let metadata: HashMap<String, String> = [
         ("scalerAddress", "vllm-keda-scaler.keda:9090"),

@@ -349,22 +349,41 @@ fn a_warm_run_holds_the_hindsight_floor_the_day_before_ended_with() {
         .hindsight_floor
         .expect("a day of lost bursts names a floor");
     assert!(floor.replicas > 1, "{floor:?}");
-    // Today the warm run holds that floor from its first decision, before any burst; the
-    // same record without the floor starts from the light load's need.
+    // Today the warm run holds that floor from its first decision, before any burst, the
+    // floor alone kept; the same record without the floor starts from the light load's need.
     let first = |r: &vllm_keda_tools::simulate::fleet::RunResult| {
         r.decisions
             .first()
             .expect("the first decision is kept")
             .clone()
     };
+    let floor_only = Persisted {
+        demand_history: vec![],
+        ..learned.clone()
+    };
     let (warm, _) = sim
-        .run_policy_from(&today, &PolicySpec::Ours, Some(&learned))
+        .run_policy_from(&today, &PolicySpec::Ours, Some(&floor_only))
         .unwrap();
     let d = first(&warm);
     assert_eq!(d.target, floor.replicas, "{}", d.explanation);
     assert!(
         d.explanation
             .contains("by an earlier pod, whose floor this is"),
+        "{}",
+        d.explanation
+    );
+    // With the demand history kept too, the new pod's own hindsight finds the same floor in
+    // the minutes it inherited, and holds it from its first decision as well.
+    let (whole, _) = sim
+        .run_policy_from(&today, &PolicySpec::Ours, Some(&learned))
+        .unwrap();
+    let d = first(&whole);
+    assert!(d.target >= floor.replicas, "{}", d.explanation);
+    assert!(
+        d.explanation.contains(&format!(
+            "a static fleet of {} replicas would have served",
+            floor.replicas
+        )),
         "{}",
         d.explanation
     );
