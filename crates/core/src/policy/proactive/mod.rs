@@ -443,8 +443,8 @@ pub struct Persisted {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub light_share: Option<f64>,
     /// The demand history: one entry per whole minute of the last day, oldest first (empty
-    /// before a capacity estimate, and in records written before it was kept). About 30 KB
-    /// for a whole day.
+    /// before a capacity estimate, and in records written before it was kept). At most about
+    /// 40 KB of JSON for a whole day.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub demand_history: Vec<KeptMinute>,
 }
