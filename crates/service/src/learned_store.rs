@@ -81,7 +81,8 @@ impl Record {
             if over <= room || len == 0 {
                 return dropped;
             }
-            // An entry is about 28 bytes: drop what the excess takes, at least one.
+            // An entry takes 24 bytes or more: drop at most what the excess takes at that, at
+            // least one, and measure again.
             let cut = (over - room).div_ceil(24).clamp(1, len);
             self.persisted.demand_history.drain(..cut);
             dropped += cut;
