@@ -275,7 +275,7 @@ mod tests {
                 observed_seconds: 3600.0,
                 hindsight_floor: Some(floor),
                 light_share: Some(0.62),
-                demand_history: vec![KeptMinute(3, 4.5, 6.25, 1.0, 2.0)],
+                demand_history: vec![KeptMinute(180, 4.5, 6.25, 1.0, 2.0)],
             },
             written_unix_seconds: 1_764_800_000.0,
         };
@@ -285,7 +285,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(r#""demand_history":[[3,4.5,6.25,1.0,2.0]]"#),
+            text.contains(r#""demand_history":[[180,4.5,6.25,1.0,2.0]]"#),
             "{text}"
         );
         assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), record);
@@ -293,7 +293,7 @@ mod tests {
         // older; nothing else moves.
         let read = record.persisted_at(record.written_unix_seconds + 600.0);
         assert_eq!(read.hindsight_floor.unwrap().age_seconds, 2_400.0);
-        assert_eq!(read.demand_history, [KeptMinute(13, 4.5, 6.25, 1.0, 2.0)]);
+        assert_eq!(read.demand_history, [KeptMinute(780, 4.5, 6.25, 1.0, 2.0)]);
         assert_eq!(
             Persisted {
                 hindsight_floor: Some(floor),
@@ -306,7 +306,7 @@ mod tests {
         for now in [record.written_unix_seconds - 60.0, f64::NAN] {
             let read = record.persisted_at(now);
             assert_eq!(read.hindsight_floor.unwrap().age_seconds, 1_800.0, "{now}");
-            assert_eq!(read.demand_history[0].minutes_ago(), 3, "{now}");
+            assert_eq!(read.demand_history[0].seconds_ago(), 180, "{now}");
         }
     }
 
@@ -322,7 +322,7 @@ mod tests {
                 light_share: None,
                 demand_history: (1..=1440)
                     .rev()
-                    .map(|ago| KeptMinute(ago, 12.34, 15.67, 3.45, 4.0))
+                    .map(|ago| KeptMinute(60 * ago, 12.34, 15.67, 3.45, 4.0))
                     .collect(),
             },
             written_unix_seconds: 1_764_800_000.0,
@@ -340,8 +340,8 @@ mod tests {
         assert_eq!(cut.persisted.demand_history.len(), 1440 - dropped);
         assert!(dropped > 1000, "{dropped}");
         assert_eq!(
-            cut.persisted.demand_history.last().unwrap().minutes_ago(),
-            1
+            cut.persisted.demand_history.last().unwrap().seconds_ago(),
+            60
         );
         // No room: the history goes, the rest of the learning stays.
         assert_eq!(record.fit(key, 0), 1440);

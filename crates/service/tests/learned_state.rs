@@ -289,7 +289,7 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
             .rev()
             .map(|ago| {
                 let demand = if ago == 10 { 60.0 } else { 2.0 };
-                KeptMinute(ago, demand, demand, 3.0, 3.0)
+                KeptMinute(60 * ago, demand, demand, 3.0, 3.0)
             })
             .collect();
         let data = BTreeMap::from([

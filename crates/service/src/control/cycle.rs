@@ -425,7 +425,7 @@ fn describe(record: &Record) -> String {
         Some(oldest) => format!(
             ", {} minutes of demand history over the last {} minutes",
             p.demand_history.len(),
-            oldest.minutes_ago()
+            oldest.seconds_ago().div_ceil(60)
         ),
         None => String::new(),
     }

@@ -63,28 +63,38 @@ pub struct Hindsight {
 }
 
 /// One whole minute of the history as the learned state keeps it for the next scaler pod, a
-/// JSON array `[minutes_ago, demand, peak, ready, held]`: how many minutes before the record
-/// was taken it began (at least 1: the minute still filling is not kept), the mean and the
-/// highest demand estimate within it (requests per second), and the mean ready and held
-/// replicas.
+/// JSON array `[seconds_ago, demand, peak, ready, held]`: how many seconds before the record
+/// was taken it began (at least 60: the minute still filling is not kept; in seconds, since
+/// the next pod's minutes need not begin where this pod's did), the mean and the highest
+/// demand estimate within it (requests per second), and the mean ready and held replicas.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct KeptMinute(pub u32, pub f32, pub f32, pub f32, pub f32);
 
 impl KeptMinute {
-    /// How many minutes before the record was taken it began.
-    pub fn minutes_ago(&self) -> u32 {
+    /// How many seconds before the record was taken it began.
+    pub fn seconds_ago(&self) -> u32 {
         self.0
     }
 
-    /// Whether it can be read back: within the last day, numbers finite and not negative.
+    /// Whether it can be read back: begun within the last day and complete, numbers finite
+    /// and not negative.
     pub fn holds(&self) -> bool {
-        let window = WINDOW.as_secs() / MINUTE.as_secs();
-        self.0 >= 1
-            && u64::from(self.0) <= window
+        let age = u64::from(self.0);
+        age >= MINUTE.as_secs()
+            && age <= WINDOW.as_secs()
             && [self.1, self.2, self.3, self.4]
                 .iter()
                 .all(|v| v.is_finite() && *v >= 0.0)
     }
+}
+
+/// The minute of `now`'s clock a kept minute, taken `now`, began in (`None`: before the clock
+/// began). On another pod's clock its minutes begin elsewhere within the minute; it counts for
+/// the one it began in.
+pub fn began_in(now: Duration, kept: &KeptMinute) -> Option<u64> {
+    now.as_secs()
+        .checked_sub(u64::from(kept.0))
+        .map(|began| began / MINUTE.as_secs())
 }
 
 /// `x` to two decimals: what the record keeps (a hundredth of a request per second, or of a
@@ -188,8 +198,9 @@ impl Hindsight {
             .filter(|m| m.index < current)
             .map(|m| {
                 let n = m.samples.max(1) as f32;
+                let began = m.index * MINUTE.as_secs();
                 KeptMinute(
-                    u32::try_from(current - m.index).unwrap_or(u32::MAX),
+                    u32::try_from(now.as_secs() - began).unwrap_or(u32::MAX),
                     two_decimals(m.demand / n),
                     two_decimals(m.peak),
                     two_decimals(m.ready / n),
@@ -200,12 +211,12 @@ impl Hindsight {
             .collect()
     }
 
-    /// Puts a kept minute back `minutes_ago` before `now`'s minute, as one decision with its
-    /// means (the caller gives them oldest first, before any minute of its own). A minute
-    /// already recorded, or one before `now`'s clock began, is left out.
+    /// Puts a kept minute back as the minute of `now`'s clock it began in, taken `now`, as one
+    /// decision with its means (the caller gives them oldest first, before any minute of its
+    /// own). A minute that falls on one already recorded, or before the clock began, is left
+    /// out.
     pub fn restore(&mut self, now: Duration, kept: &KeptMinute) {
-        let current = now.as_secs() / MINUTE.as_secs();
-        let Some(index) = current.checked_sub(u64::from(kept.0)) else {
+        let Some(index) = began_in(now, kept) else {
             return;
         };
         if self.minutes.back().is_some_and(|m| m.index >= index) {
@@ -370,10 +381,10 @@ mod tests {
         );
         let now = Duration::from_secs(90 * 60 + 30);
         let kept = h.kept(now);
-        // Whole minutes only: 90 of them, the oldest 90 minutes ago.
+        // Whole minutes only: 90 of them, the oldest begun 90 minutes and 30 s ago.
         assert_eq!(kept.len(), 90);
-        assert_eq!(kept[0], KeptMinute(90, 10.0, 10.0, 1.0, 1.0));
-        assert_eq!(kept[89], KeptMinute(1, 30.0, 30.0, 3.0, 4.0));
+        assert_eq!(kept[0], KeptMinute(5_430, 10.0, 10.0, 1.0, 1.0));
+        assert_eq!(kept[89], KeptMinute(90, 30.0, 30.0, 3.0, 4.0));
         // Restored on another clock, 2 h ahead, it compares as the original does.
         let later = Duration::from_secs(2 * 3600);
         let mut restored = Hindsight::default();

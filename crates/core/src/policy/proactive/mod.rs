@@ -502,12 +502,12 @@ impl PersistedFloor {
 
 impl Persisted {
     /// The same record `elapsed` seconds after it was taken: its hindsight floor and its
-    /// demand history are that much older (the history by whole minutes, to the nearest; what
-    /// is then older than a day is dropped).
+    /// demand history are that much older (the history to the second; what then began more
+    /// than a day ago is dropped).
     pub fn aged(self, elapsed: f64) -> Self {
-        let minutes = (elapsed.max(0.0) / 60.0).round();
-        let shift = if minutes.is_finite() {
-            minutes.min(f64::from(u32::MAX)) as u32
+        let seconds = elapsed.max(0.0).round();
+        let shift = if seconds.is_finite() {
+            seconds.min(f64::from(u32::MAX)) as u32
         } else {
             0
         };
@@ -1244,24 +1244,24 @@ impl Proactive {
     /// out.
     fn inherit_history(&mut self, kept: &[KeptMinute]) {
         let kept: Vec<KeptMinute> = kept.iter().copied().filter(KeptMinute::holds).collect();
-        let Some(oldest) = kept.iter().map(KeptMinute::minutes_ago).max() else {
+        let Some(oldest) = kept.iter().map(KeptMinute::seconds_ago).max() else {
             return;
         };
         if !self.hindsight.is_empty() {
             return;
         }
-        // Far enough ahead that the oldest minute falls at or after the clock's minute 0.
-        self.history_ahead = Duration::from_secs(60 * (u64::from(oldest) + 1));
+        // Whole minutes ahead, far enough that the oldest minute falls at or after the clock's
+        // minute 0.
+        self.history_ahead = Duration::from_secs(60 * (u64::from(oldest).div_ceil(60) + 1));
         let now = self.history_now(self.last_decided);
-        let minute = now.as_secs() / 60;
-        let mut previous = u32::MAX;
+        let mut previous = None;
         for m in kept {
-            // Oldest first: each entry is younger than the one before.
-            if m.minutes_ago() >= previous {
+            // Oldest first: each entry falls in a later minute than the one before.
+            let Some(minute) = hindsight::began_in(now, &m).filter(|i| previous < Some(*i)) else {
                 continue;
-            }
-            previous = m.minutes_ago();
-            let at = Duration::from_secs(60 * (minute - u64::from(m.minutes_ago())));
+            };
+            previous = Some(minute);
+            let at = Duration::from_secs(60 * minute);
             self.floor.observe(at, f64::from(m.2.max(m.1)));
             self.recurrence.observe(at, f64::from(m.1));
             self.hindsight.restore(now, &m);

@@ -3039,17 +3039,18 @@ fn a_pod_that_inherits_the_demand_history_holds_the_peak_floor_of_a_burst_before
         old.at(t, &light);
     }
     let record = old.proactive.persisted();
-    // Whole minutes only (0-9; the tenth is still filling), oldest first, the burst's at 40.
+    // Whole minutes only (0-9; the tenth is still filling), oldest first, each with the
+    // seconds since it began, the burst's at 40.
     let ages: Vec<u32> = record
         .demand_history
         .iter()
-        .map(KeptMinute::minutes_ago)
+        .map(KeptMinute::seconds_ago)
         .collect();
-    assert_eq!(ages, (1..=10).rev().collect::<Vec<u32>>());
+    assert_eq!(ages, (1..=10).rev().map(|m| 60 * m).collect::<Vec<u32>>());
     assert_eq!(record.demand_history[0].2, 40.0);
     let json = serde_json::to_string(&record).unwrap();
     assert!(
-        json.contains(r#""demand_history":[[10,40.0,40.0,4.0,"#),
+        json.contains(r#""demand_history":[[600,40.0,40.0,4.0,"#),
         "{json}"
     );
     assert_eq!(serde_json::from_str::<Persisted>(&json).unwrap(), record);
@@ -3071,7 +3072,7 @@ fn a_pod_that_inherits_the_demand_history_holds_the_peak_floor_of_a_burst_before
     };
     assert_eq!(start(&bare).target_replicas, 1);
     let late = record.clone().aged(25.0 * 60.0);
-    assert_eq!(late.demand_history[0].minutes_ago(), 35);
+    assert_eq!(late.demand_history[0].seconds_ago(), 2_100);
     assert_eq!(start(&late).target_replicas, 1);
     // A record aged past a day keeps nothing of it.
     assert!(record.clone().aged(86_400.0).demand_history.is_empty());
@@ -3080,16 +3081,42 @@ fn a_pod_that_inherits_the_demand_history_holds_the_peak_floor_of_a_burst_before
     running.steady(120, &light);
     running.proactive.inherit(&record);
     assert_eq!(running.at(122, &light).target_replicas, 1);
-    // Junk entries are left out; out of order ones too.
+    // Junk entries are left out (not a number, a minute not complete, one begun over a day
+    // ago); out of order ones too.
     let junk = Persisted {
         demand_history: vec![
-            KeptMinute(5, f32::NAN, 40.0, 4.0, 4.0),
-            KeptMinute(0, 40.0, 40.0, 4.0, 4.0),
-            KeptMinute(3, 5.0, 5.0, 1.0, 1.0),
-            KeptMinute(4, 40.0, 40.0, 4.0, 4.0),
-            KeptMinute(2_000, 40.0, 40.0, 4.0, 4.0),
+            KeptMinute(300, f32::NAN, 40.0, 4.0, 4.0),
+            KeptMinute(30, 40.0, 40.0, 4.0, 4.0),
+            KeptMinute(180, 5.0, 5.0, 1.0, 1.0),
+            KeptMinute(240, 40.0, 40.0, 4.0, 4.0),
+            KeptMinute(200_000, 40.0, 40.0, 4.0, 4.0),
         ],
         ..record.clone()
     };
     assert_eq!(start(&junk).target_replicas, 1);
+}
+
+#[test]
+fn an_inherited_minute_lands_in_the_minute_it_began_in_on_the_new_pods_clock() {
+    // The old pod's record is taken 2 s before a minute ends (2,698 s); the new pod's clock
+    // starts there. Its minutes begin 2 s later than the old pod's, so each kept minute is
+    // the new pod's minute it began in: 2 s older than the record says, never a minute
+    // younger (a minute late, a repeating pattern would no longer line up with itself).
+    let metadata = "proactive; capacity=10; startup=300; periodic=off; hindsight=advice";
+    let mut old = Run::new(metadata, 1);
+    for t in (0..=2_698).step_by(2) {
+        let rps = if (t / 60) % 3 == 0 { 6.0 } else { 2.0 };
+        old.at(t, &fleet(1, rps, 1.0));
+    }
+    let record = old.proactive.persisted();
+    assert_eq!(record.demand_history.len(), 44);
+    assert_eq!(record.demand_history.last().unwrap().seconds_ago(), 118);
+    let mut new = Run::new(metadata, 1);
+    new.proactive.inherit(&record);
+    let again = new.proactive.persisted();
+    assert_eq!(again.demand_history.len(), record.demand_history.len());
+    for (was, is) in record.demand_history.iter().zip(&again.demand_history) {
+        assert_eq!(is.seconds_ago(), was.seconds_ago() + 2, "{was:?} -> {is:?}");
+        assert_eq!((is.1, is.2), (was.1, was.2));
+    }
 }
