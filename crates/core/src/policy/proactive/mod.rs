@@ -1661,7 +1661,7 @@ impl Proactive {
             && (static_floor.is_some() || floor.is_some())
         {
             self.recurrence
-                .recurring(now, trough_ahead)
+                .recurring(history_now, trough_ahead)
                 .filter(|r| r.expected < r.mean)
         } else {
             None

@@ -3120,3 +3120,38 @@ fn an_inherited_minute_lands_in_the_minute_it_began_in_on_the_new_pods_clock() {
         assert_eq!((is.1, is.2), (was.1, was.2));
     }
 }
+
+#[test]
+fn a_pod_that_inherits_a_repeating_pattern_sets_its_floors_aside_in_the_troughs() {
+    // Ten minutes at 58 req/s every 45 minutes over 6 req/s: a pod that ran for 95 minutes
+    // knows the pattern and, in a trough, lets it size the fleet instead of the peak floor. A
+    // pod that inherits its history at minute 90 does the same at minute 95 (the trough's test
+    // reads the same history as the pattern's forecast).
+    let metadata = "proactive; capacity=12.77; startup=166";
+    let rps = |t: u64| {
+        if t % 2_700 >= 1_200 && t % 2_700 < 1_800 {
+            58.0
+        } else {
+            6.0
+        }
+    };
+    let set_aside = |d: &Decision| d.explanation.contains("set aside: the repeating pattern");
+    let mut whole = Run::new(metadata, 5);
+    let mut old = Run::new(metadata, 5);
+    for t in (0..=5_398).step_by(2) {
+        whole.at(t, &fleet(5, rps(t), 5.0));
+        old.at(t, &fleet(5, rps(t), 5.0));
+    }
+    let mut new = Run::new(metadata, 5);
+    new.proactive.inherit(&old.proactive.persisted());
+    for t in (5_400..5_700).step_by(2) {
+        whole.at(t, &fleet(5, rps(t), 5.0));
+        new.at(t - 5_400, &fleet(5, rps(t), 5.0));
+    }
+    let (a, b) = (
+        whole.at(5_700, &fleet(5, rps(5_700), 5.0)),
+        new.at(300, &fleet(5, rps(5_700), 5.0)),
+    );
+    assert!(set_aside(&a), "{}", a.explanation);
+    assert!(set_aside(&b), "{}", b.explanation);
+}
