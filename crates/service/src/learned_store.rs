@@ -142,20 +142,21 @@ impl LearnedStore {
     /// The record under `key`, if there is one. A value that is not a record is an error that
     /// names the key (and never repeats the value).
     pub async fn read(&self, key: &str) -> Result<Option<Record>, String> {
-        self.read_with_room(key).await?.0
+        self.read_with_room(key).await.0
     }
 
     /// As [`LearnedStore::read`], with the room the other keys leave under
-    /// [`CONFIGMAP_BUDGET`] for this one, bytes (read even when the record is not).
-    pub async fn read_with_room(
-        &self,
-        key: &str,
-    ) -> Result<(Result<Option<Record>, String>, usize), String> {
-        let map = self
-            .api()
-            .get(&self.name)
-            .await
-            .map_err(|e| read_error(&self.what(), "configmaps", e).0)?;
+    /// [`CONFIGMAP_BUDGET`] for this one, bytes: known whenever the ConfigMap was read, even
+    /// when the record was not; the whole budget when the ConfigMap could not be read (a write
+    /// then fails on its own, or fits).
+    pub async fn read_with_room(&self, key: &str) -> (Result<Option<Record>, String>, usize) {
+        let map = match self.api().get(&self.name).await {
+            Ok(map) => map,
+            Err(e) => {
+                let error = read_error(&self.what(), "configmaps", e).0;
+                return (Err(error), CONFIGMAP_BUDGET);
+            }
+        };
         let data = map.data.unwrap_or_default();
         let others: usize = data
             .iter()
@@ -163,7 +164,7 @@ impl LearnedStore {
             .map(|(k, v)| k.len() + v.len())
             .sum();
         let room = CONFIGMAP_BUDGET.saturating_sub(others);
-        Ok((self.parse(key, data.get(key)), room))
+        (self.parse(key, data.get(key)), room)
     }
 
     fn parse(&self, key: &str, value: Option<&String>) -> Result<Option<Record>, String> {

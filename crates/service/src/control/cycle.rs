@@ -368,10 +368,7 @@ impl LearnedWatch {
             (self.store.clone(), self.key.clone(), self.exchanged.clone());
         tokio::spawn(async move {
             let exchange = async {
-                let (kept, room) = match store.read_with_room(&key).await {
-                    Ok((kept, room)) => (kept, room),
-                    Err(error) => (Err(error), learned_store::CONFIGMAP_BUDGET),
-                };
+                let (kept, room) = store.read_with_room(&key).await;
                 let now = since_epoch().as_secs_f64();
                 if let Ok(Some(record)) = &kept
                     && record.outranks(persisted.observed_seconds, now)

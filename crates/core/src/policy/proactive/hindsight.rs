@@ -91,7 +91,7 @@ impl KeptMinute {
 /// The minute of `now`'s clock a kept minute, taken `now`, began in (`None`: before the clock
 /// began). On another pod's clock its minutes begin elsewhere within the minute; it counts for
 /// the one it began in.
-pub fn began_in(now: Duration, kept: &KeptMinute) -> Option<u64> {
+fn began_in(now: Duration, kept: &KeptMinute) -> Option<u64> {
     now.as_secs()
         .checked_sub(u64::from(kept.0))
         .map(|began| began / MINUTE.as_secs())
@@ -213,14 +213,12 @@ impl Hindsight {
 
     /// Puts a kept minute back as the minute of `now`'s clock it began in, taken `now`, as one
     /// decision with its means (the caller gives them oldest first, before any minute of its
-    /// own). A minute that falls on one already recorded, or before the clock began, is left
-    /// out.
-    pub fn restore(&mut self, now: Duration, kept: &KeptMinute) {
-        let Some(index) = began_in(now, kept) else {
-            return;
-        };
+    /// own); that minute's index. A minute that falls on or before one already recorded, or
+    /// before the clock began, is left out (`None`).
+    pub fn restore(&mut self, now: Duration, kept: &KeptMinute) -> Option<u64> {
+        let index = began_in(now, kept)?;
         if self.minutes.back().is_some_and(|m| m.index >= index) {
-            return;
+            return None;
         }
         self.minutes.push_back(Minute {
             index,
@@ -230,6 +228,7 @@ impl Hindsight {
             ready: kept.3,
             held: kept.4,
         });
+        Some(index)
     }
 
     /// Ours against every static fleet from `min` to `max` replicas at `capacity` requests per
@@ -396,10 +395,11 @@ mod tests {
         assert_eq!(restored.compare(10.0, 1, 20), h.compare(10.0, 1, 20));
         // Nothing is restored over a minute already kept, or before the clock began.
         let mut short = Hindsight::default();
-        short.restore(Duration::from_secs(600), &kept[0]);
+        assert_eq!(short.restore(Duration::from_secs(600), &kept[0]), None);
         assert!(short.is_empty());
-        short.restore(Duration::from_secs(600), &kept[89]);
-        short.restore(Duration::from_secs(600), &kept[88]);
+        // 600 s on this clock is minute 10; the newest kept minute began 90 s before: minute 8.
+        assert_eq!(short.restore(Duration::from_secs(600), &kept[89]), Some(8));
+        assert_eq!(short.restore(Duration::from_secs(600), &kept[88]), None);
         assert_eq!(short.kept(Duration::from_secs(600)).len(), 1);
     }
 

@@ -1192,9 +1192,7 @@ impl Proactive {
                 .map(|f| f.kept(self.last_decided))
                 .or(self.inherited_floor),
             light_share: self.light_share.map(|(share, _)| share),
-            demand_history: self
-                .hindsight
-                .kept(self.last_decided.saturating_add(self.history_ahead)),
+            demand_history: self.hindsight.kept(self.history_now(self.last_decided)),
         }
     }
 
@@ -1243,28 +1241,25 @@ impl Proactive {
     /// keeps its own, which saw the same fleet); entries out of order or unreadable are left
     /// out.
     fn inherit_history(&mut self, kept: &[KeptMinute]) {
-        let kept: Vec<KeptMinute> = kept.iter().copied().filter(KeptMinute::holds).collect();
-        let Some(oldest) = kept.iter().map(KeptMinute::seconds_ago).max() else {
-            return;
-        };
         if !self.hindsight.is_empty() {
             return;
         }
+        let kept = kept.iter().filter(|m| m.holds());
+        let Some(oldest) = kept.clone().map(KeptMinute::seconds_ago).max() else {
+            return;
+        };
         // Whole minutes ahead, far enough that the oldest minute falls at or after the clock's
         // minute 0.
         self.history_ahead = Duration::from_secs(60 * (u64::from(oldest).div_ceil(60) + 1));
         let now = self.history_now(self.last_decided);
-        let mut previous = None;
+        // The hindsight takes each entry in order or leaves it out; the peak floor and the
+        // patterns take the same minutes.
         for m in kept {
-            // Oldest first: each entry falls in a later minute than the one before.
-            let Some(minute) = hindsight::began_in(now, &m).filter(|i| previous < Some(*i)) else {
-                continue;
-            };
-            previous = Some(minute);
-            let at = Duration::from_secs(60 * minute);
-            self.floor.observe(at, f64::from(m.2.max(m.1)));
-            self.recurrence.observe(at, f64::from(m.1));
-            self.hindsight.restore(now, &m);
+            if let Some(minute) = self.hindsight.restore(now, m) {
+                let at = Duration::from_secs(60 * minute);
+                self.floor.observe(at, f64::from(m.2.max(m.1)));
+                self.recurrence.observe(at, f64::from(m.1));
+            }
         }
     }
 
