@@ -560,3 +560,97 @@ async fn a_running_loop_adopts_a_peers_longer_history_and_outlasts_a_shorter_one
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_write_near_the_configmaps_size_limit_leaves_out_the_oldest_minutes_and_says_so() {
+    within("a write that must fit", async {
+        let pod = start_busy_pod().await;
+        let mut md = metadata(&pod);
+        md.insert("rateWindowSeconds".into(), "1".into());
+        let key = learned_store::key("llm", "full", trigger_id(&md));
+        // An earlier pod kept a day of demand history (about 40 KB) with an estimate far below
+        // what the test's pod serves, so this loop's own observations move it and it writes.
+        let mut inherited = record(0.01, 254.0, Duration::from_secs(60));
+        inherited.persisted.demand_history = (1..=1_380)
+            .rev()
+            .map(|ago| KeptMinute(60 * ago, 2.0, 3.0, 1.0, 1.0))
+            .collect();
+        // The other triggers' keys leave this one 6,000 bytes: the record and its newest
+        // minutes fit, the rest of the day does not.
+        let room = 6_000;
+        let filler_key = "llm.other.0123456789abcdef".to_owned();
+        let filler = "x".repeat(learned_store::CONFIGMAP_BUDGET - room - filler_key.len());
+        let data = BTreeMap::from([
+            (key.clone(), serde_json::to_string(&inherited).unwrap()),
+            (filler_key.clone(), filler.clone()),
+        ]);
+        let api = ApiServer::start(Some(data)).await;
+        let server = api.scaler().await;
+        let written_after = inherited.written_unix_seconds;
+        let (raw, kept) = ask_until(&server, "full", &md, |_| {
+            let raw = api.data.lock().unwrap().as_ref()?.get(&key).cloned()?;
+            let kept = serde_json::from_str::<Record>(&raw).unwrap();
+            (kept.written_unix_seconds > written_after).then_some((raw, kept))
+        })
+        .await;
+        // Written within the room, the other key untouched, the newest minutes kept and the
+        // oldest left out.
+        assert!(
+            key.len() + raw.len() <= room,
+            "{} bytes",
+            key.len() + raw.len()
+        );
+        assert_eq!(
+            api.data.lock().unwrap().as_ref().unwrap().get(&filler_key),
+            Some(&filler)
+        );
+        let history = &kept.persisted.demand_history;
+        assert!(
+            history.len() > 50 && history.len() < 1_000,
+            "{} minutes",
+            history.len()
+        );
+        let oldest = history.first().unwrap().seconds_ago();
+        assert!(
+            oldest < 1_000 * 60,
+            "the oldest kept minute began {oldest} s ago"
+        );
+        assert!(
+            kept.persisted.capacity_per_replica.unwrap() > 0.01,
+            "{kept:?}"
+        );
+
+        // `/debug` says how many minutes were left out, the rest of the inherited day, once
+        // the loop has taken in the write's outcome (at its next cycle).
+        let left_out = ask_until(&server, "full", &md, |_| {
+            let status = server.loops().find("llm", "full").unwrap().latest();
+            let state = status.learned_state.as_ref()?;
+            state
+                .written_unix_seconds
+                .map(|_| state.history_minutes_left_out)
+        })
+        .await;
+        assert!(
+            left_out > 0 && left_out + history.len() >= 1_380,
+            "{left_out} left out, {} kept",
+            history.len()
+        );
+        let detail = reqwest::get(format!(
+            "http://{}/debug/scaledobjects/llm/full",
+            server.http_addr()
+        ))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+        let detail: serde_json::Value = serde_json::from_str(&detail).unwrap();
+        assert_eq!(
+            detail["learned_state"]["history_minutes_left_out"],
+            serde_json::json!(left_out),
+            "{detail}"
+        );
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
