@@ -1,0 +1,53 @@
+"""scripts/warm-rows against the evaluation's committed rows.
+
+The cold table must read as EVALUATION.md does (its numbers come from the same report.json
+files), a warm directory from docs/evaluation/ must give its own rows and criteria, and a
+missing directory must be refused with an error that names it.
+"""
+
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "warm-rows"
+WARM = ROOT / "docs" / "evaluation" / "demand-history" / "gap-held-out"
+
+
+def warm_rows(tmp_path, *runs):
+    md, svg = tmp_path / "rows.md", tmp_path / "rows.svg"
+    r = subprocess.run([sys.executable, str(SCRIPT), str(md), str(svg), *runs],
+                       capture_output=True, text=True, cwd=ROOT, check=False)
+    return r, md, svg
+
+
+def test_cold_rows_read_as_the_evaluation_and_a_warm_run_has_its_own(tmp_path):
+    r, md, svg = warm_rows(tmp_path, f"an hour apart={WARM}")
+    assert r.returncode == 0, r.stderr
+    text = md.read_text()
+    cold, warm = text.split("**an hour apart** (warm)")
+    # EVALUATION.md: 13 of the 65 held-out and shipped seeds dominated cold; working-day-conv
+    # at 1.30x the clairvoyant plan; four peers dominate the flash crowd on the means.
+    assert "Seeds a static fleet dominates: 13 of 65." in cold
+    assert "| working-day-conv | 100.00 | 13.45 | 1.30 | 0 of 5 | none |" in cold
+    assert ("| flash-crowd-conv | 77.59 | 9.13 | 2.32 | 0 of 5 | `prometheus-keda-tuned`, `kpa`, "
+            "`kpa:64:stable=180:delay=300`, `apa` |") in cold
+    assert "| batch-bursts-code | 92.72 | 17.71 | 1.47 | 5 of 5 |" in cold
+    assert "shipped traces: shipped-azure-code-x2, shipped-azure-conv-x10" in cold
+    # proactive.md section 71: an hour between the days, 2 of 65 seeds dominated, and
+    # slow-ramp-conv at 1.19x.
+    assert "Seeds a static fleet dominates: 2 of 65." in warm
+    assert "| slow-ramp-conv | 100.00 | 7.88 | 1.19 | 0 of 5 | none |" in warm
+    drawn = svg.read_text()
+    assert drawn.startswith("<svg") and drawn.count("<rect") > 2 * 13
+    assert "shipped-mooncake-x0.5: " in drawn
+
+
+def test_a_missing_run_is_refused_with_its_path(tmp_path):
+    r, md, _ = warm_rows(tmp_path, f"nowhere={tmp_path / 'absent'}")
+    assert r.returncode == 2
+    assert str(tmp_path / "absent" / "working-day-conv" / "report.json") in r.stderr
+    assert "run the scenario first" in r.stderr
+    assert not md.exists()
+    r, _, _ = warm_rows(tmp_path, "no-equals-sign")
+    assert r.returncode == 2 and "usage" in r.stderr
