@@ -96,6 +96,30 @@ impl Record {
     }
 }
 
+/// A read of the ConfigMap, with what a write after it needs.
+#[derive(Debug)]
+pub struct Kept {
+    /// The record under the key, if there is one; why not, when the read failed or the value is
+    /// not a record.
+    pub record: Result<Option<Record>, String>,
+    /// The room the other keys leave under [`CONFIGMAP_BUDGET`] for this one, bytes: the whole
+    /// budget when the ConfigMap could not be read (a write then fails on its own, or fits).
+    pub room: usize,
+    /// The ConfigMap's `resourceVersion` at the read, for a write that must not overwrite
+    /// another pod's in between (`None` when it could not be read).
+    pub version: Option<String>,
+}
+
+/// Why a write did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteError {
+    /// Another writer changed the ConfigMap since the read the write was based on (the API
+    /// answered 409): nothing was written, and the next exchange reads again.
+    Conflict,
+    /// Any other failure, in words that name the ConfigMap and the fix.
+    Failed(String),
+}
+
 /// Parses `NAMESPACE/NAME` (both DNS-1123 names), for `--learned-state-configmap`.
 pub fn parse_location(value: &str) -> Result<(String, String), String> {
     let dns = |s: &str| {
@@ -142,29 +166,35 @@ impl LearnedStore {
     /// The record under `key`, if there is one. A value that is not a record is an error that
     /// names the key (and never repeats the value).
     pub async fn read(&self, key: &str) -> Result<Option<Record>, String> {
-        self.read_with_room(key).await.0
+        self.read_before_write(key).await.record
     }
 
-    /// As [`LearnedStore::read`], with the room the other keys leave under
-    /// [`CONFIGMAP_BUDGET`] for this one, bytes: known whenever the ConfigMap was read, even
-    /// when the record was not; the whole budget when the ConfigMap could not be read (a write
-    /// then fails on its own, or fits).
-    pub async fn read_with_room(&self, key: &str) -> (Result<Option<Record>, String>, usize) {
+    /// As [`LearnedStore::read`], with what a write after it needs: the room the other keys
+    /// leave, and the ConfigMap's `resourceVersion`.
+    pub async fn read_before_write(&self, key: &str) -> Kept {
         let map = match self.api().get(&self.name).await {
             Ok(map) => map,
             Err(e) => {
                 let error = read_error(&self.what(), "configmaps", e).0;
-                return (Err(error), CONFIGMAP_BUDGET);
+                return Kept {
+                    record: Err(error),
+                    room: CONFIGMAP_BUDGET,
+                    version: None,
+                };
             }
         };
+        let version = map.metadata.resource_version;
         let data = map.data.unwrap_or_default();
         let others: usize = data
             .iter()
             .filter(|(k, _)| k.as_str() != key)
             .map(|(k, v)| k.len() + v.len())
             .sum();
-        let room = CONFIGMAP_BUDGET.saturating_sub(others);
-        (self.parse(key, data.get(key)), room)
+        Kept {
+            record: self.parse(key, data.get(key)),
+            room: CONFIGMAP_BUDGET.saturating_sub(others),
+            version,
+        }
     }
 
     fn parse(&self, key: &str, value: Option<&String>) -> Result<Option<Record>, String> {
@@ -181,21 +211,37 @@ impl LearnedStore {
         })
     }
 
-    /// Writes `record` under `key` (a merge patch: other keys stay).
-    pub async fn write(&self, key: &str, record: &Record) -> Result<(), String> {
-        let value = serde_json::to_string(record).map_err(|e| e.to_string())?;
-        let patch = serde_json::json!({ "data": { key: value } });
-        self.api()
+    /// Writes `record` under `key` (a merge patch: other keys stay). With `version`, only onto
+    /// that `resourceVersion` of the ConfigMap (the API's optimistic lock): when another pod
+    /// wrote in between, nothing is written and the answer is [`WriteError::Conflict`].
+    pub async fn write(
+        &self,
+        key: &str,
+        record: &Record,
+        version: Option<&str>,
+    ) -> Result<(), WriteError> {
+        let value = serde_json::to_string(record).map_err(|e| WriteError::Failed(e.to_string()))?;
+        let mut patch = serde_json::json!({ "data": { key: value } });
+        if let Some(version) = version {
+            patch["metadata"] = serde_json::json!({ "resourceVersion": version });
+        }
+        match self
+            .api()
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map(|_| ())
-            .map_err(|e| {
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Err(WriteError::Conflict),
+            Err(e) => {
                 let message = read_error(&self.what(), "configmaps", e).0;
                 // The same mapping as reads, worded for a write.
-                message
-                    .replacen("reading ", "writing ", 1)
-                    .replace("`get` on configmaps", "`get` and `patch` on configmaps")
-            })
+                Err(WriteError::Failed(
+                    message
+                        .replacen("reading ", "writing ", 1)
+                        .replace("`get` on configmaps", "`get` and `patch` on configmaps"),
+                ))
+            }
+        }
     }
 }
 

@@ -10,6 +10,7 @@ mod kube_support;
 use kube_support::{metadata, start_pod, within};
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use axum::response::IntoResponse;
 use tokio::net::TcpListener;
 use vllm_keda_core::policy::proactive::{KeptMinute, Persisted, PersistedFloor};
 use vllm_keda_service::control::trigger_id;
-use vllm_keda_service::learned_store::{self, LearnedStore, Record};
+use vllm_keda_service::learned_store::{self, LearnedStore, Record, WriteError};
 use vllm_keda_service::proto::external_scaler_client::ExternalScalerClient;
 use vllm_keda_service::proto::{GetMetricsRequest, ScaledObjectRef};
 use vllm_keda_service::scale_target::{KubeApi, KubeClient};
@@ -36,16 +37,24 @@ const CONFIGMAP: &str = "/api/v1/namespaces/keda/configmaps/vllm-keda-scaler-lea
 type Data = Arc<Mutex<Option<BTreeMap<String, String>>>>;
 type Requests = Arc<Mutex<Vec<(Method, String, Option<String>)>>>;
 
+/// A peer's write the test API server makes just before the next PATCH that carries a
+/// `resourceVersion`: the key and value it writes.
+type Interpose = Arc<Mutex<Option<(String, String)>>>;
+
 /// The test API server: the one ConfigMap (absent while its data is `None`), answered as the
-/// API server answers GET and a JSON merge PATCH on it; 404 for every other path.
+/// API server answers GET and a JSON merge PATCH on it, with its `resourceVersion` bumped at
+/// every write and a patch that names another `resourceVersion` refused with 409 Conflict;
+/// 404 for every other path.
 struct ApiServer {
     data: Data,
     requests: Requests,
+    version: Arc<AtomicU64>,
+    interpose: Interpose,
     kubeconfig: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
-fn configmap(data: &BTreeMap<String, String>) -> serde_json::Value {
+fn configmap(data: &BTreeMap<String, String>, version: u64) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -53,11 +62,25 @@ fn configmap(data: &BTreeMap<String, String>) -> serde_json::Value {
             "name": "vllm-keda-scaler-learned",
             "namespace": "keda",
             "uid": "7a1c5e0f-2b1d-4c8e-9f3a-6d2e8b4c1a57",
-            "resourceVersion": "90211",
+            "resourceVersion": version.to_string(),
             "creationTimestamp": "2026-11-30T10:00:00Z"
         },
         "data": data
     })
+}
+
+/// The API server's answer to a write onto a `resourceVersion` that is no longer current.
+fn conflict() -> (StatusCode, serde_json::Value) {
+    (
+        StatusCode::CONFLICT,
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure",
+            "message": "Operation cannot be fulfilled on configmaps \"vllm-keda-scaler-learned\": \
+                the object has been modified; please apply your changes to the latest version \
+                and try again",
+            "reason": "Conflict",
+            "details": {"name": "vllm-keda-scaler-learned", "kind": "configmaps"}, "code": 409}),
+    )
 }
 
 fn not_found() -> (StatusCode, serde_json::Value) {
@@ -75,9 +98,16 @@ impl ApiServer {
         let addr = listener.local_addr().unwrap();
         let data: Data = Arc::new(Mutex::new(data));
         let requests: Requests = Arc::default();
+        let version = Arc::new(AtomicU64::new(90_211));
+        let interpose: Interpose = Arc::default();
         let app = axum::Router::new()
             .fallback(
-                |State((data, requests)): State<(Data, Requests)>,
+                |State((data, requests, version, interpose)): State<(
+                    Data,
+                    Requests,
+                    Arc<AtomicU64>,
+                    Interpose,
+                )>,
                  method: Method,
                  uri: Uri,
                  headers: HeaderMap,
@@ -92,34 +122,77 @@ impl ApiServer {
                         .push((method.clone(), uri.path().to_owned(), kind));
                     let mut stored = data.lock().unwrap();
                     let (code, json) = match (uri.path() == CONFIGMAP, stored.as_mut()) {
-                        (true, Some(map)) if method == Method::GET => {
-                            (StatusCode::OK, configmap(map))
-                        }
+                        (true, Some(map)) if method == Method::GET => (
+                            StatusCode::OK,
+                            configmap(map, version.load(Ordering::SeqCst)),
+                        ),
                         (true, Some(map)) if method == Method::PATCH => {
-                            // A JSON merge patch of `data`: keys set, null deletes.
+                            // A JSON merge patch of `data`: keys set, null deletes; a
+                            // `metadata.resourceVersion` in it is a precondition.
                             let patch: serde_json::Value = serde_json::from_slice(&body).unwrap();
-                            for (k, v) in patch["data"].as_object().unwrap() {
-                                match v.as_str() {
-                                    Some(s) => map.insert(k.clone(), s.to_owned()),
-                                    None => map.remove(k),
-                                };
+                            let expected = patch["metadata"]["resourceVersion"].as_str();
+                            if expected.is_some()
+                                && let Some((k, v)) = interpose.lock().unwrap().take()
+                            {
+                                map.insert(k, v);
+                                version.fetch_add(1, Ordering::SeqCst);
                             }
-                            (StatusCode::OK, configmap(map))
+                            let current = version.load(Ordering::SeqCst).to_string();
+                            if expected.is_some_and(|e| e != current) {
+                                conflict()
+                            } else {
+                                for (k, v) in patch["data"].as_object().unwrap() {
+                                    match v.as_str() {
+                                        Some(s) => map.insert(k.clone(), s.to_owned()),
+                                        None => map.remove(k),
+                                    };
+                                }
+                                let now = version.fetch_add(1, Ordering::SeqCst) + 1;
+                                (StatusCode::OK, configmap(map, now))
+                            }
                         }
                         _ => not_found(),
                     };
                     (code, axum::Json(json)).into_response()
                 },
             )
-            .with_state((data.clone(), requests.clone()));
+            .with_state((
+                data.clone(),
+                requests.clone(),
+                version.clone(),
+                interpose.clone(),
+            ));
         tokio::spawn(async move { axum::serve(listener, app).await });
         let (dir, kubeconfig) = kube_support::kubeconfig(addr, "keda");
         Self {
             data,
             requests,
+            version,
+            interpose,
             kubeconfig,
             _dir: dir,
         }
+    }
+
+    /// Writes `value` under `key` as another pod's merge patch would: a new `resourceVersion`.
+    fn put(&self, key: &str, value: String) {
+        self.data
+            .lock()
+            .unwrap()
+            .as_mut()
+            .unwrap()
+            .insert(key.to_owned(), value);
+        self.version.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The value under `key`, as written.
+    fn raw(&self, key: &str) -> Option<String> {
+        self.data.lock().unwrap().as_ref()?.get(key).cloned()
+    }
+
+    /// The record under `key`.
+    fn kept(&self, key: &str) -> Option<Record> {
+        Some(serde_json::from_str(&self.raw(key)?).unwrap())
     }
 
     /// A scaler reaching this API, keeping its learning in the ConfigMap, written every second.
@@ -178,7 +251,7 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
         let store = api.store().await;
         assert_eq!(store.read("llm.chat.00ff").await, Ok(None));
         let r = record(13.5, 254.0, Duration::ZERO);
-        store.write("llm.chat.00ff", &r).await.unwrap();
+        store.write("llm.chat.00ff", &r, None).await.unwrap();
         // JSON keeps the learning exactly and the time to well within a millisecond (the
         // last bit of a 10-digit float may differ after a round trip).
         let back = store.read("llm.chat.00ff").await.unwrap().unwrap();
@@ -197,6 +270,31 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
             .unwrap();
         assert_eq!(patch.1, CONFIGMAP);
         assert_eq!(patch.2.as_deref(), Some("application/merge-patch+json"));
+        // A write based on a read is made only onto what was read: when another pod wrote in
+        // between, nothing is written and the store says so; read again, the write is made.
+        let read = store.read_before_write("llm.chat.00ff").await;
+        assert_eq!(
+            read.record.as_ref().unwrap().as_ref().unwrap().persisted,
+            r.persisted
+        );
+        let peer = record(2.0, 100.0, Duration::ZERO);
+        api.put("llm.chat.00ff", serde_json::to_string(&peer).unwrap());
+        let mine = record(14.0, 254.0, Duration::ZERO);
+        assert_eq!(
+            store
+                .write("llm.chat.00ff", &mine, read.version.as_deref())
+                .await,
+            Err(WriteError::Conflict)
+        );
+        let kept = store.read("llm.chat.00ff").await.unwrap().unwrap();
+        assert_eq!(kept.persisted, peer.persisted);
+        let read = store.read_before_write("llm.chat.00ff").await;
+        store
+            .write("llm.chat.00ff", &mine, read.version.as_deref())
+            .await
+            .unwrap();
+        let kept = store.read("llm.chat.00ff").await.unwrap().unwrap();
+        assert_eq!(kept.persisted, mine.persisted);
         // A value that is not a record names the key and does not repeat the value.
         api.data
             .lock()
@@ -216,7 +314,10 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
                 && error.contains("not found"),
             "{error}"
         );
-        let error = store.write("llm.chat.00ff", &r).await.unwrap_err();
+        let error = store.write("llm.chat.00ff", &r, None).await.unwrap_err();
+        let WriteError::Failed(error) = error else {
+            panic!("{error:?}")
+        };
         assert!(error.starts_with("writing ConfigMap"), "{error}");
     })
     .await;
@@ -456,11 +557,7 @@ async fn a_loop_that_learns_writes_its_learning_for_the_next_pod() {
         let server = api.scaler().await;
         ask(&server, "busy", &md).await;
         // Keep KEDA asking (a loop stops when it is not asked), until a record is kept.
-        let kept = ask_until(&server, "busy", &md, |_| {
-            let value = api.data.lock().unwrap().as_ref()?.get(&key).cloned()?;
-            Some(serde_json::from_str::<Record>(&value).unwrap())
-        })
-        .await;
+        let kept = ask_until(&server, "busy", &md, |_| api.kept(&key)).await;
         let status = server.loops().find("llm", "busy").unwrap().latest();
         let learned = status.learned.unwrap();
         assert_eq!(learned.capacity_source, "learned", "{learned:?}");
@@ -490,16 +587,9 @@ async fn a_running_loop_adopts_a_peers_longer_history_and_outlasts_a_shorter_one
         md.insert("rateWindowSeconds".into(), "1".into());
         let key = learned_store::key("llm", "pair", trigger_id(&md));
         let api = ApiServer::start(Some(BTreeMap::new())).await;
-        let raw = || api.data.lock().unwrap().as_ref()?.get(&key).cloned();
-        let kept = || Some(serde_json::from_str::<Record>(&raw()?).unwrap());
-        let put = |record: &Record| {
-            api.data
-                .lock()
-                .unwrap()
-                .as_mut()
-                .unwrap()
-                .insert(key.clone(), serde_json::to_string(record).unwrap());
-        };
+        let raw = || api.raw(&key);
+        let kept = || api.kept(&key);
+        let put = |record: &Record| api.put(&key, serde_json::to_string(record).unwrap());
         let server = api.scaler().await;
         let status = || server.loops().find("llm", "pair").unwrap().latest();
         // This loop learns and writes its record, with the history it rests on.
@@ -588,9 +678,8 @@ async fn a_write_near_the_configmaps_size_limit_leaves_out_the_oldest_minutes_an
         let server = api.scaler().await;
         let written_after = inherited.written_unix_seconds;
         let (raw, kept) = ask_until(&server, "full", &md, |_| {
-            let raw = api.data.lock().unwrap().as_ref()?.get(&key).cloned()?;
-            let kept = serde_json::from_str::<Record>(&raw).unwrap();
-            (kept.written_unix_seconds > written_after).then_some((raw, kept))
+            let kept = api.kept(&key)?;
+            (kept.written_unix_seconds > written_after).then(|| (api.raw(&key).unwrap(), kept))
         })
         .await;
         // Written within the room, the other key untouched, the newest minutes kept and the
@@ -650,6 +739,46 @@ async fn a_write_near_the_configmaps_size_limit_leaves_out_the_oldest_minutes_an
             serde_json::json!(left_out),
             "{detail}"
         );
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_write_that_meets_a_peers_write_is_not_made_and_the_loop_reads_again() {
+    within("a write under contention", async {
+        let pod = start_busy_pod().await;
+        let mut md = metadata(&pod);
+        md.insert("rateWindowSeconds".into(), "1".into());
+        let key = learned_store::key("llm", "race", trigger_id(&md));
+        let api = ApiServer::start(Some(BTreeMap::new())).await;
+        let server = api.scaler().await;
+        let status = || server.loops().find("llm", "race").unwrap().latest();
+        let first = ask_until(&server, "race", &md, |_| {
+            api.kept(&key)
+                .filter(|r| r.persisted.observed_seconds > 0.0)
+        })
+        .await;
+
+        // A peer that has observed for longer writes its record between this loop's next read
+        // and its write: the write is refused (409), nothing of the peer's is lost, and the
+        // loop's next exchange reads the peer's record and adopts it.
+        let mut peer = record(5_000.0, 254.0, Duration::ZERO);
+        peer.persisted.observed_seconds = 86_000.0;
+        *api.interpose.lock().unwrap() = Some((key.clone(), serde_json::to_string(&peer).unwrap()));
+        ask_until(&server, "race", &md, |_| {
+            let now = status();
+            let state = now.learned_state.as_ref()?;
+            let adopted = now.learned?.observed_seconds >= 86_000.0;
+            (state.conflicts == 1 && state.adoptions == 1 && adopted).then_some(())
+        })
+        .await;
+        assert!(api.interpose.lock().unwrap().is_none());
+        let now = api.kept(&key).unwrap();
+        assert_eq!(now.persisted, peer.persisted, "the peer's record stays");
+        assert!(first.persisted.observed_seconds < 86_000.0);
+        let state = status().learned_state.clone().unwrap();
+        assert_eq!(state.error, None, "a conflict is not an error: {state:?}");
         server.shutdown().await.unwrap();
     })
     .await;

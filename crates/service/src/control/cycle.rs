@@ -14,7 +14,7 @@ use super::status::{
 };
 use super::{Deregister, ScaledObject};
 use crate::discovery::{self, HostsFileResolver, Resolver, SystemResolver};
-use crate::learned_store::{self, LearnedStore, Record};
+use crate::learned_store::{self, LearnedStore, Record, WriteError};
 use crate::scale_target::{API_TIMEOUT, KubeClient, Replicas, ScaleReadError, ScaleTargetRef};
 use crate::scrape::{ScrapeError, ScrapeOutcome, ScrapeResult, ScrapeSettings, Scraper};
 use crate::telemetry::{
@@ -250,6 +250,9 @@ enum Exchange {
     /// Nothing to do: the record's history is not longer, and this loop has learned nothing
     /// of its own since it inherited.
     Kept,
+    /// Another pod wrote the ConfigMap between this loop's read and its write: nothing was
+    /// written, and the next cycle exchanges again (reads what the other pod wrote).
+    Conflict,
     /// Reading or writing failed.
     Failed(String),
 }
@@ -345,6 +348,11 @@ impl LearnedWatch {
                 self.status.adoptions += 1;
                 self.status.error = None;
             }
+            Some(Exchange::Conflict) => {
+                tracing::info!(configmap = %self.status.configmap, key = %self.key, "learned state not written: another scaler pod wrote the ConfigMap since this loop read it; reading it again");
+                self.status.conflicts += 1;
+                self.last_exchange = None;
+            }
             Some(Exchange::Failed(error)) => {
                 tracing::warn!(configmap = %self.status.configmap, key = %self.key, error = %error, "learned state not exchanged");
                 self.status.error = Some(error);
@@ -368,25 +376,28 @@ impl LearnedWatch {
             (self.store.clone(), self.key.clone(), self.exchanged.clone());
         tokio::spawn(async move {
             let exchange = async {
-                let (kept, room) = store.read_with_room(&key).await;
+                let kept = store.read_before_write(&key).await;
                 let now = since_epoch().as_secs_f64();
-                if let Ok(Some(record)) = &kept
+                if let Ok(Some(record)) = &kept.record
                     && record.outranks(persisted.observed_seconds, now)
                 {
                     return Exchange::Adopt(record.clone());
                 }
                 if !own {
-                    return kept.err().map_or(Exchange::Kept, Exchange::Failed);
+                    return kept.record.err().map_or(Exchange::Kept, Exchange::Failed);
                 }
                 // A failed read does not stop the write: it reports its own failure.
                 let mut record = Record {
                     persisted,
                     written_unix_seconds: now,
                 };
-                let dropped = record.fit(&key, room);
-                match store.write(&key, &record).await {
+                let dropped = record.fit(&key, kept.room);
+                // Only onto the ConfigMap this loop read: a peer's record written in between
+                // may hold a longer history, which this write would otherwise replace.
+                match store.write(&key, &record, kept.version.as_deref()).await {
                     Ok(()) => Exchange::Written(record.written_unix_seconds, dropped),
-                    Err(error) => Exchange::Failed(error),
+                    Err(WriteError::Conflict) => Exchange::Conflict,
+                    Err(WriteError::Failed(error)) => Exchange::Failed(error),
                 }
             };
             let outcome = tokio::time::timeout(API_TIMEOUT, exchange)

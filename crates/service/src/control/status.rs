@@ -84,6 +84,9 @@ pub struct LearnedStateStatus {
     pub adopted: Option<String>,
     /// How many records this loop adopted while running.
     pub adoptions: u64,
+    /// How many of this loop's writes found that another pod had written the ConfigMap since
+    /// the read they were based on, and were not made (each followed by a new read).
+    pub conflicts: u64,
     /// Why the latest exchange (a read, then a write) failed (`None` after a success).
     pub error: Option<String>,
 }
