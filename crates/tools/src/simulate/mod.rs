@@ -1308,12 +1308,14 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                             .map(|l| l.aged(args.warm_gap_seconds));
                         if let Some(l) = &learned {
                             eprintln!(
-                                "  warm start from seed {}: capacity {} req/s per replica, start-up {} s, {}, {} minutes of demand history",
+                                "  warm start from seed {}: {}, {}, {}, {} minutes of demand history",
                                 sim.seed,
-                                l.capacity_per_replica
-                                    .map_or("unknown".into(), |c| format!("{c:.2}")),
-                                l.startup_seconds
-                                    .map_or("unknown".into(), |s| format!("{s:.0}")),
+                                l.capacity_per_replica.map_or("no capacity estimate".into(), |c| {
+                                    format!("capacity {c:.2} req/s per replica")
+                                }),
+                                l.startup_seconds.map_or("start-up not learned".into(), |s| {
+                                    format!("start-up {s:.0} s")
+                                }),
                                 l.hindsight_floor.map_or("no hindsight floor".into(), |f| format!(
                                     "hindsight floor {} replicas (found {:.0} s before that day ended)",
                                     f.replicas, f.age_seconds
