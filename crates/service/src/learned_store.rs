@@ -25,7 +25,8 @@ pub const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// The most the ConfigMap's data may hold, bytes: the API server refuses an object over 1 MiB,
 /// and this leaves room for its metadata. A record's demand history (about 40 KB for a day)
-/// is cut from its oldest minutes to fit what the other keys leave.
+/// is cut from its oldest minutes to fit what the other keys leave, and an equal share of the
+/// budget ([`Kept::room`]).
 pub const CONFIGMAP_BUDGET: usize = 900 * 1024;
 
 /// Where the learning is kept and how often a loop writes it.
@@ -102,8 +103,13 @@ pub struct Kept {
     /// The record under the key, if there is one; why not, when the read failed or the value is
     /// not a record.
     pub record: Result<Option<Record>, String>,
-    /// The room the other keys leave under [`CONFIGMAP_BUDGET`] for this one, bytes: the whole
-    /// budget when the ConfigMap could not be read (a write then fails on its own, or fits).
+    /// The room this key may take, bytes: what the other keys leave under
+    /// [`CONFIGMAP_BUDGET`], and no more than an equal share of it among all the keys, this one
+    /// included. Without the share the first triggers to write would keep whole days and the
+    /// later ones nothing; with it, each write of a ConfigMap shared by more triggers than
+    /// fit trims its own record to its share, and every trigger keeps its newest minutes
+    /// within one write interval. The whole budget when the ConfigMap could not be read (a
+    /// write then fails on its own, or fits).
     pub room: usize,
     /// The ConfigMap's `resourceVersion` at the read, for a write that must not overwrite
     /// another pod's in between (`None` when it could not be read).
@@ -185,14 +191,9 @@ impl LearnedStore {
         };
         let version = map.metadata.resource_version;
         let data = map.data.unwrap_or_default();
-        let others: usize = data
-            .iter()
-            .filter(|(k, _)| k.as_str() != key)
-            .map(|(k, v)| k.len() + v.len())
-            .sum();
         Kept {
             record: self.parse(key, data.get(key)),
-            room: CONFIGMAP_BUDGET.saturating_sub(others),
+            room: room_for(&data, key),
             version,
         }
     }
@@ -245,6 +246,19 @@ impl LearnedStore {
     }
 }
 
+/// The room `key` may take in a ConfigMap holding `data` (see [`Kept::room`]).
+fn room_for(data: &std::collections::BTreeMap<String, String>, key: &str) -> usize {
+    let others: usize = data
+        .iter()
+        .filter(|(k, _)| k.as_str() != key)
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    let keys = data.len() + usize::from(!data.contains_key(key));
+    CONFIGMAP_BUDGET
+        .saturating_sub(others)
+        .min(CONFIGMAP_BUDGET / keys)
+}
+
 /// What kind of JSON error `e` is, without its position or the input.
 fn json_error_class(e: &serde_json::Error) -> &'static str {
     match e.classify() {
@@ -259,6 +273,32 @@ fn json_error_class(e: &serde_json::Error) -> &'static str {
 mod tests {
     use super::*;
     use vllm_keda_core::policy::proactive::{KeptMinute, PersistedFloor};
+
+    #[test]
+    fn a_key_may_take_what_the_others_leave_up_to_an_equal_share() {
+        let data = |n: usize, size: usize| {
+            (0..n)
+                .map(|i| (format!("llm.so-{i:03}.0123456789abcdef"), "x".repeat(size)))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let key_len = "llm.so-000.0123456789abcdef".len();
+        // Alone, a key may take the whole budget; beside three small keys, a quarter of it,
+        // more than five whole days' history.
+        assert_eq!(room_for(&data(0, 0), "llm.new.1"), CONFIGMAP_BUDGET);
+        assert_eq!(room_for(&data(3, 1_000), "llm.new.1"), CONFIGMAP_BUDGET / 4);
+        // Among 45 keys, each may take at most a 45th, even with room left: so the first
+        // writers do not keep whole days while the later ones keep nothing.
+        assert_eq!(room_for(&data(44, 300), "llm.new.1"), CONFIGMAP_BUDGET / 45);
+        // Its own key counts once, and its own value is not counted against it.
+        let mut full = data(44, 300);
+        full.insert("llm.new.1".into(), "x".repeat(40_000));
+        assert_eq!(room_for(&full, "llm.new.1"), CONFIGMAP_BUDGET / 45);
+        // What others already hold bounds it below its share: 20 whole days leave little.
+        assert_eq!(
+            room_for(&data(20, 45_000), "llm.new.1"),
+            CONFIGMAP_BUDGET - 20 * (key_len + 45_000)
+        );
+    }
 
     #[test]
     fn a_location_is_namespace_and_name() {
