@@ -11,6 +11,7 @@
 //! Needs `get` and `patch` on that one ConfigMap (`resourceNames`), which must exist; without
 //! them each loop starts from nothing, as without the flag, and says why in `/debug`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -114,6 +115,10 @@ pub struct Kept {
     /// The ConfigMap's `resourceVersion` at the read, for a write that must not overwrite
     /// another pod's in between (`None` when it could not be read).
     pub version: Option<String>,
+    /// The other keys whose records were written more than [`MAX_AGE`] before the read: no pod
+    /// inherits them, so the write removes them (a trigger whose metadata changed, or that
+    /// KEDA stopped asking about, leaves one behind). Values that are not records stay.
+    pub expired: Vec<String>,
 }
 
 /// Why a write did not happen.
@@ -172,29 +177,39 @@ impl LearnedStore {
     /// The record under `key`, if there is one. A value that is not a record is an error that
     /// names the key (and never repeats the value).
     pub async fn read(&self, key: &str) -> Result<Option<Record>, String> {
-        self.read_before_write(key).await.record
+        let (data, _) = self.get().await?;
+        self.parse(key, data.get(key))
     }
 
-    /// As [`LearnedStore::read`], with what a write after it needs: the room the other keys
-    /// leave, and the ConfigMap's `resourceVersion`.
-    pub async fn read_before_write(&self, key: &str) -> Kept {
-        let map = match self.api().get(&self.name).await {
-            Ok(map) => map,
-            Err(e) => {
-                let error = read_error(&self.what(), "configmaps", e).0;
+    /// As [`LearnedStore::read`], with what a write after it at `now_unix` needs: the room
+    /// this key may take, the ConfigMap's `resourceVersion`, and the records no pod will
+    /// inherit any more.
+    pub async fn read_before_write(&self, key: &str, now_unix: f64) -> Kept {
+        let (data, version) = match self.get().await {
+            Ok(read) => read,
+            Err(error) => {
                 return Kept {
                     record: Err(error),
                     room: CONFIGMAP_BUDGET,
                     version: None,
+                    expired: vec![],
                 };
             }
         };
-        let version = map.metadata.resource_version;
-        let data = map.data.unwrap_or_default();
+        let expired = expired(&data, key, now_unix);
         Kept {
             record: self.parse(key, data.get(key)),
-            room: room_for(&data, key),
+            room: room_for(&data, key, &expired),
             version,
+            expired,
+        }
+    }
+
+    /// The ConfigMap's data and `resourceVersion`.
+    async fn get(&self) -> Result<(BTreeMap<String, String>, Option<String>), String> {
+        match self.api().get(&self.name).await {
+            Ok(map) => Ok((map.data.unwrap_or_default(), map.metadata.resource_version)),
+            Err(e) => Err(read_error(&self.what(), "configmaps", e).0),
         }
     }
 
@@ -215,14 +230,19 @@ impl LearnedStore {
     /// Writes `record` under `key` (a merge patch: other keys stay). With `version`, only onto
     /// that `resourceVersion` of the ConfigMap (the API's optimistic lock): when another pod
     /// wrote in between, nothing is written and the answer is [`WriteError::Conflict`].
+    /// The keys in `remove` go in the same patch.
     pub async fn write(
         &self,
         key: &str,
         record: &Record,
         version: Option<&str>,
+        remove: &[String],
     ) -> Result<(), WriteError> {
         let value = serde_json::to_string(record).map_err(|e| WriteError::Failed(e.to_string()))?;
         let mut patch = serde_json::json!({ "data": { key: value } });
+        for gone in remove {
+            patch["data"][gone] = serde_json::Value::Null;
+        }
         if let Some(version) = version {
             patch["metadata"] = serde_json::json!({ "resourceVersion": version });
         }
@@ -246,14 +266,33 @@ impl LearnedStore {
     }
 }
 
-/// The room `key` may take in a ConfigMap holding `data` (see [`Kept::room`]).
-fn room_for(data: &std::collections::BTreeMap<String, String>, key: &str) -> usize {
+/// The keys of `data` other than `key` that hold records written more than [`MAX_AGE`] before
+/// `now_unix` (see [`Kept::expired`]).
+fn expired(data: &BTreeMap<String, String>, key: &str, now_unix: f64) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct Written {
+        written_unix_seconds: f64,
+    }
+    data.iter()
+        .filter(|(k, v)| {
+            k.as_str() != key
+                && serde_json::from_str::<Written>(v)
+                    .is_ok_and(|w| now_unix - w.written_unix_seconds > MAX_AGE.as_secs_f64())
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// The room `key` may take in a ConfigMap holding `data`, once the `expired` keys are removed
+/// (see [`Kept::room`]).
+fn room_for(data: &BTreeMap<String, String>, key: &str, expired: &[String]) -> usize {
+    let kept = |k: &String| k.as_str() != key && !expired.contains(k);
     let others: usize = data
         .iter()
-        .filter(|(k, _)| k.as_str() != key)
+        .filter(|(k, _)| kept(k))
         .map(|(k, v)| k.len() + v.len())
         .sum();
-    let keys = data.len() + usize::from(!data.contains_key(key));
+    let keys = data.keys().filter(|k| kept(k)).count() + 1;
     CONFIGMAP_BUDGET
         .saturating_sub(others)
         .min(CONFIGMAP_BUDGET / keys)
@@ -279,8 +318,9 @@ mod tests {
         let data = |n: usize, size: usize| {
             (0..n)
                 .map(|i| (format!("llm.so-{i:03}.0123456789abcdef"), "x".repeat(size)))
-                .collect::<std::collections::BTreeMap<_, _>>()
+                .collect::<BTreeMap<_, _>>()
         };
+        let room_for = |data: &BTreeMap<String, String>, key: &str| room_for(data, key, &[]);
         let key_len = "llm.so-000.0123456789abcdef".len();
         // Alone, a key may take the whole budget; beside three small keys, a quarter of it,
         // more than five whole days' history.
@@ -298,6 +338,39 @@ mod tests {
             room_for(&data(20, 45_000), "llm.new.1"),
             CONFIGMAP_BUDGET - 20 * (key_len + 45_000)
         );
+    }
+
+    #[test]
+    fn records_over_a_day_old_of_other_keys_are_removed_and_free_their_room() {
+        let at = |written: f64| {
+            format!(r#"{{"capacity_per_replica":2.0,"written_unix_seconds":{written}}}"#)
+        };
+        let now = 1_764_800_000.0;
+        let day = MAX_AGE.as_secs_f64();
+        let data = BTreeMap::from([
+            ("llm.mine.01".to_owned(), at(now - 3.0 * day)),
+            ("llm.old.02".to_owned(), at(now - day - 1.0)),
+            ("llm.day.03".to_owned(), at(now - day)),
+            ("llm.new.04".to_owned(), at(now - 60.0)),
+            ("notes".to_owned(), "x".repeat(100)),
+            (
+                "llm.junk.05".to_owned(),
+                r#"{"written_unix_seconds":"yesterday"}"#.to_owned(),
+            ),
+        ]);
+        // Its own key is rewritten anyway; exactly a day old is still inherited; values that
+        // are not records are not this store's to remove.
+        let gone = expired(&data, "llm.mine.01", now);
+        assert_eq!(gone, ["llm.old.02"]);
+        // The removed key neither takes room nor counts toward the share.
+        let others: usize = data
+            .iter()
+            .filter(|(k, _)| !["llm.mine.01", "llm.old.02"].contains(&k.as_str()))
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        assert!(CONFIGMAP_BUDGET - others > CONFIGMAP_BUDGET / 5);
+        assert_eq!(room_for(&data, "llm.mine.01", &gone), CONFIGMAP_BUDGET / 5);
+        assert_eq!(room_for(&data, "llm.mine.01", &[]), CONFIGMAP_BUDGET / 6);
     }
 
     #[test]

@@ -225,6 +225,14 @@ impl ApiServer {
     }
 }
 
+/// Unix time now, seconds.
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
 fn record(capacity: f64, startup: f64, age: Duration) -> Record {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -251,7 +259,7 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
         let store = api.store().await;
         assert_eq!(store.read("llm.chat.00ff").await, Ok(None));
         let r = record(13.5, 254.0, Duration::ZERO);
-        store.write("llm.chat.00ff", &r, None).await.unwrap();
+        store.write("llm.chat.00ff", &r, None, &[]).await.unwrap();
         // JSON keeps the learning exactly and the time to well within a millisecond (the
         // last bit of a 10-digit float may differ after a round trip).
         let back = store.read("llm.chat.00ff").await.unwrap().unwrap();
@@ -272,7 +280,7 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
         assert_eq!(patch.2.as_deref(), Some("application/merge-patch+json"));
         // A write based on a read is made only onto what was read: when another pod wrote in
         // between, nothing is written and the store says so; read again, the write is made.
-        let read = store.read_before_write("llm.chat.00ff").await;
+        let read = store.read_before_write("llm.chat.00ff", now()).await;
         assert_eq!(
             read.record.as_ref().unwrap().as_ref().unwrap().persisted,
             r.persisted
@@ -282,15 +290,15 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
         let mine = record(14.0, 254.0, Duration::ZERO);
         assert_eq!(
             store
-                .write("llm.chat.00ff", &mine, read.version.as_deref())
+                .write("llm.chat.00ff", &mine, read.version.as_deref(), &[])
                 .await,
             Err(WriteError::Conflict)
         );
         let kept = store.read("llm.chat.00ff").await.unwrap().unwrap();
         assert_eq!(kept.persisted, peer.persisted);
-        let read = store.read_before_write("llm.chat.00ff").await;
+        let read = store.read_before_write("llm.chat.00ff", now()).await;
         store
-            .write("llm.chat.00ff", &mine, read.version.as_deref())
+            .write("llm.chat.00ff", &mine, read.version.as_deref(), &[])
             .await
             .unwrap();
         let kept = store.read("llm.chat.00ff").await.unwrap().unwrap();
@@ -314,7 +322,10 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
                 && error.contains("not found"),
             "{error}"
         );
-        let error = store.write("llm.chat.00ff", &r, None).await.unwrap_err();
+        let error = store
+            .write("llm.chat.00ff", &r, None, &[])
+            .await
+            .unwrap_err();
         let WriteError::Failed(error) = error else {
             panic!("{error:?}")
         };
@@ -553,11 +564,46 @@ async fn a_loop_that_learns_writes_its_learning_for_the_next_pod() {
         // A short rate window, so the fleet reads stable and within the SLO within a second.
         md.insert("rateWindowSeconds".into(), "1".into());
         let key = learned_store::key("llm", "busy", trigger_id(&md));
-        let api = ApiServer::start(Some(BTreeMap::new())).await;
+        // Beside it: a record of another trigger written two days ago (its metadata changed
+        // since, say), one written an hour ago, and a value that is not a record.
+        let record_of = |age_hours: u64| {
+            serde_json::to_string(&record(9.0, 200.0, Duration::from_secs(age_hours * 3600)))
+                .unwrap()
+        };
+        let others = BTreeMap::from([
+            ("llm.old.00000000000000aa".to_owned(), record_of(48)),
+            ("llm.recent.00000000000000bb".to_owned(), record_of(1)),
+            ("notes".to_owned(), "kept by hand".to_owned()),
+        ]);
+        let api = ApiServer::start(Some(others)).await;
         let server = api.scaler().await;
         ask(&server, "busy", &md).await;
         // Keep KEDA asking (a loop stops when it is not asked), until a record is kept.
         let kept = ask_until(&server, "busy", &md, |_| api.kept(&key)).await;
+        // The write removed the record no pod would inherit, and left the others.
+        let keys: Vec<String> = api
+            .data
+            .lock()
+            .unwrap()
+            .as_ref()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(
+            keys,
+            [key.as_str(), "llm.recent.00000000000000bb", "notes"],
+            "{keys:?}"
+        );
+        let removed = ask_until(&server, "busy", &md, |_| {
+            let status = server.loops().find("llm", "busy").unwrap().latest();
+            let state = status.learned_state.as_ref()?;
+            state
+                .written_unix_seconds
+                .map(|_| state.expired_records_removed)
+        })
+        .await;
+        assert_eq!(removed, 1);
         let status = server.loops().find("llm", "busy").unwrap().latest();
         let learned = status.learned.unwrap();
         assert_eq!(learned.capacity_source, "learned", "{learned:?}");

@@ -244,9 +244,15 @@ struct LearnedWatch {
 enum Exchange {
     /// The record holds a longer history than this loop's: the loop adopts it.
     Adopt(Record),
-    /// This loop's learning was written, at this Unix time, with this many of the demand
-    /// history's oldest minutes left out to fit the ConfigMap.
-    Written(f64, usize),
+    /// This loop's learning was written.
+    Written {
+        /// When, Unix seconds.
+        unix: f64,
+        /// How many of the demand history's oldest minutes were left out to fit the ConfigMap.
+        dropped: usize,
+        /// How many other keys' records, too old for any pod to inherit, were removed with it.
+        removed: usize,
+    },
     /// Nothing to do: the record's history is not longer, and this loop has learned nothing
     /// of its own since it inherited.
     Kept,
@@ -327,9 +333,17 @@ impl LearnedWatch {
         match outcome {
             None => {}
             Some(Exchange::Kept) => self.status.error = None,
-            Some(Exchange::Written(unix, dropped)) => {
+            Some(Exchange::Written {
+                unix,
+                dropped,
+                removed,
+            }) => {
                 self.status.written_unix_seconds = Some(unix);
                 self.status.history_minutes_left_out = dropped;
+                if removed > 0 {
+                    tracing::info!(configmap = %self.status.configmap, key = %self.key, removed, "learned state written, and the records of other keys older than a day removed");
+                    self.status.expired_records_removed += removed as u64;
+                }
                 if dropped > 0 {
                     tracing::warn!(configmap = %self.status.configmap, key = %self.key, dropped, "learned state written without the demand history's oldest minutes: the ConfigMap is near its size limit");
                 }
@@ -376,8 +390,8 @@ impl LearnedWatch {
             (self.store.clone(), self.key.clone(), self.exchanged.clone());
         tokio::spawn(async move {
             let exchange = async {
-                let kept = store.read_before_write(&key).await;
                 let now = since_epoch().as_secs_f64();
+                let kept = store.read_before_write(&key, now).await;
                 if let Ok(Some(record)) = &kept.record
                     && record.outranks(persisted.observed_seconds, now)
                 {
@@ -394,8 +408,13 @@ impl LearnedWatch {
                 let dropped = record.fit(&key, kept.room);
                 // Only onto the ConfigMap this loop read: a peer's record written in between
                 // may hold a longer history, which this write would otherwise replace.
-                match store.write(&key, &record, kept.version.as_deref()).await {
-                    Ok(()) => Exchange::Written(record.written_unix_seconds, dropped),
+                let version = kept.version.as_deref();
+                match store.write(&key, &record, version, &kept.expired).await {
+                    Ok(()) => Exchange::Written {
+                        unix: record.written_unix_seconds,
+                        dropped,
+                        removed: kept.expired.len(),
+                    },
                     Err(WriteError::Conflict) => Exchange::Conflict,
                     Err(WriteError::Failed(error)) => Exchange::Failed(error),
                 }

@@ -84,6 +84,9 @@ pub struct LearnedStateStatus {
     pub adopted: Option<String>,
     /// How many records this loop adopted while running.
     pub adoptions: u64,
+    /// How many other keys' records, written more than a day before and so never inherited,
+    /// this loop's writes removed from the ConfigMap.
+    pub expired_records_removed: u64,
     /// How many of this loop's writes found that another pod had written the ConfigMap since
     /// the read they were based on, and were not made (each followed by a new read).
     pub conflicts: u64,
