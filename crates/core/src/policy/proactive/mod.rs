@@ -344,6 +344,13 @@ pub struct ProactiveConfig {
     /// more than carry, at the capacity estimate now, what that fleet carried at the estimate
     /// it was named at, so a floor named while the estimate was low shrinks as it rises.
     pub floor_at_estimate: bool,
+    /// Whether the demand now can refute a repeating pattern's trough (`troughnow=any|below`):
+    /// `any` (false), `troughs=pattern` sets the floors aside whenever the pattern expects less
+    /// than its mean over the next `ahead` start-up times, whatever the demand now; `below`
+    /// (true), only while the demand now is also below that mean, since a burst under way
+    /// where the pattern expects a trough says the pattern's phase no longer holds (it moved,
+    /// or it was inherited from a day whose bursts came at other times).
+    pub trough_needs_low_now: bool,
     /// What a TTFT tail over its SLO says about capacity (`tail=p95|lighter`): `p95` (false),
     /// a breach whenever the P95 (or under `attainment=F`, the share) misses it; `lighter`
     /// (true), where the fleet at light load itself keeps fewer than the share the test asks
@@ -637,6 +644,7 @@ impl Default for ProactiveConfig {
             breached_if: BreachLesson::Always,
             inherit_verified: false,
             floor_at_estimate: false,
+            trough_needs_low_now: DEFAULT_TROUGH_NEEDS_LOW_NOW,
         }
     }
 }
@@ -715,6 +723,9 @@ pub const DEFAULT_FLOOR_LATEST: bool = false;
 /// 99 %, by default: no (`at99`) again since the thirtieth round (`docs/evaluation/proactive.md`,
 /// section 42); `cheapest` in the twenty-seventh to twenty-ninth (section 38).
 pub const DEFAULT_NAME_CHEAPEST: bool = false;
+/// Whether the demand now must be below a repeating pattern's mean for its trough to set the
+/// floors aside, by default (no: `any`).
+pub const DEFAULT_TROUGH_NEEDS_LOW_NOW: bool = false;
 /// Whether a passed burst's held capacity is set aside in a repeating pattern's trough, by
 /// default: no (`keep`) again since the thirtieth round (section 42); `pattern` in the
 /// twenty-seventh to twenty-ninth (section 38).
@@ -813,13 +824,14 @@ fn one_of<T: Copy>(
 /// and as a guide trigger), `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises
 /// per comfortable decision), `saturated=F` (0 <= F <= 1: the share of a saturated fleet's
 /// throughput per replica the capacity estimate is at least) and `served=finished|completed`
-/// (whether the capacity estimate counts aborted requests as served).
+/// (whether the capacity estimate counts aborted requests as served), among others (the
+/// error message lists them all).
 pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
     let mut parts = value
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served) and `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now) and `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -869,6 +881,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "saturation" => Some((&mut c.saturation_queued, "queued", "window")),
                     "inherit" => Some((&mut c.inherit_verified, "verified", "estimate")),
                     "floorat" => Some((&mut c.floor_at_estimate, "estimate", "named")),
+                    "troughnow" => Some((&mut c.trough_needs_low_now, "below", "any")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -1661,6 +1674,10 @@ impl Proactive {
         } else {
             None
         };
+        // `troughnow=below`: a demand now at or above the pattern's mean refutes its trough.
+        let trough_refuted =
+            trough.filter(|r| self.config.trough_needs_low_now && fc.now >= r.mean);
+        let trough = trough.filter(|_| trough_refuted.is_none());
         let static_floor = static_floor.filter(|_| trough.is_none());
         // The peak floor yields to the trough as the hindsight floor does.
         let peak_aside = floor.filter(|_| trough.is_some());
@@ -2102,6 +2119,15 @@ impl Proactive {
             numbers.push_str(&format!(
                 "; peak floor of {floor_need} replicas (peak {} req/s) set aside: the demand, {} req/s, is at least half its peak (peakwhen=halved)",
                 num(peak),
+                num(fc.now),
+            ));
+        }
+        if let Some(r) = trough_refuted {
+            numbers.push_str(&format!(
+                "; the repeating pattern expects at most {} req/s over the next {}, below its mean of {} req/s over the last period, but the demand now, {} req/s, is not: no trough, the floors hold (troughnow=below)",
+                num(r.expected),
+                super::explain::dur(trough_ahead),
+                num(r.mean),
                 num(fc.now),
             ));
         }

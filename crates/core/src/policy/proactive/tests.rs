@@ -3155,3 +3155,84 @@ fn a_pod_that_inherits_a_repeating_pattern_sets_its_floors_aside_in_the_troughs(
     assert!(set_aside(&a), "{}", a.explanation);
     assert!(set_aside(&b), "{}", b.explanation);
 }
+
+#[test]
+fn under_troughnow_below_a_burst_where_the_pattern_expects_a_trough_keeps_the_floors() {
+    // Ten minutes at 58 req/s every 45 minutes over 6 req/s. A pod inherits the history of one
+    // that ran for 90 minutes, with its hindsight floor of 5 replicas, but read 1,350 s late
+    // (half a period): on its clock the pattern expects a trough where this day's bursts (of
+    // 20 req/s) come.
+    let metadata = "proactive; capacity=12.77; startup=166";
+    let burst = |t: u64| t % 2_700 >= 1_200 && t % 2_700 < 1_800;
+    let mut old = Run::new(metadata, 5);
+    for t in (0..=5_398).step_by(2) {
+        old.at(t, &fleet(5, if burst(t) { 58.0 } else { 6.0 }, 5.0));
+    }
+    let mut record = old.proactive.persisted().aged(1_350.0);
+    record.hindsight_floor = Some(PersistedFloor {
+        replicas: 5,
+        served_percent: 100.0,
+        replica_hours: 7.5,
+        ours_served_percent: 90.0,
+        ours_replica_hours: 8.0,
+        minutes: 90,
+        peak_demand: 58.0,
+        age_seconds: 600.0,
+        capacity_per_replica: None,
+    });
+    let run = |metadata: &str| {
+        let mut new = Run::new(metadata, 1);
+        new.proactive.inherit(&record);
+        let mut out = vec![];
+        for t in (0..=1_790).step_by(2) {
+            let rps = if burst(5_400 + t) { 20.0 } else { 6.0 };
+            out.push((t, new.at(t, &fleet(1, rps, 1.0))));
+        }
+        out
+    };
+    let any = run(metadata);
+    let below = run(&format!("{metadata}; troughnow=below"));
+    // Late in the burst, where the pattern expects a trough: the default has set the hindsight
+    // floor aside and sized the burst alone; under `below` the demand refutes the trough, says
+    // so, and the floor holds.
+    let (a, b) = (decision_at(&any, 1_780), decision_at(&below, 1_780));
+    assert!(
+        a.explanation
+            .contains("hindsight floor of 5 replicas set aside"),
+        "{}",
+        a.explanation
+    );
+    assert!(a.target_replicas < 5, "{}", a.explanation);
+    assert!(
+        b.explanation.contains(
+            "but the demand now, 20 req/s, is not: no trough, the floors hold (troughnow=below)"
+        ) && b.target_replicas == 5,
+        "{}",
+        b.explanation
+    );
+}
+
+#[test]
+fn under_troughnow_below_a_pattern_in_phase_still_sets_the_floors_aside_in_its_troughs() {
+    // The model of the `troughs=pattern` test above, its pattern in phase with the load: the
+    // troughs are low, and the floor is set aside in them as without `below`.
+    let metadata = "proactive; capacity=10; startup=300; ceiling=off; hold=0; troughs=pattern; \
+                    ahead=1";
+    let floor = late_bursts(
+        "proactive; capacity=10; startup=300; ceiling=off; hold=0; troughs=floor",
+        240,
+    );
+    let below = late_bursts(&format!("{metadata}; troughnow=below"), 240);
+    let at = |run: &[(u64, Decision)], t: u64| decision_at(run, t).target_replicas;
+    let floor_size = at(&floor, 230 * 60);
+    let mid_trough = decision_at(&below, 226 * 60);
+    assert!(
+        mid_trough.target_replicas < floor_size
+            && mid_trough.explanation.contains("(troughs=pattern)"),
+        "{}",
+        mid_trough.explanation
+    );
+    for burst in [194, 214, 234] {
+        assert!(at(&below, burst * 60) >= floor_size, "minute {burst}");
+    }
+}
