@@ -258,6 +258,11 @@ fn highest(minute: u64, minutes: impl Iterator<Item = (u64, f64)>) -> Option<(f6
 
 /// Minutes of demand a [`Recurrence`] keeps (four hours: two periods of up to two hours).
 const RECURRENCE_KEEP_MINUTES: u64 = 240;
+/// The longest run of minutes without samples that carries the minute before (a missed scrape,
+/// a stalled cycle). A longer hole (a scaler that was not running, a history inherited some
+/// time after it was written) keeps its minutes in place but is not demand that was seen: a
+/// pattern expects nothing from it.
+const CARRIED_MINUTES: u64 = 2;
 /// The shortest and longest period looked for, minutes.
 const MIN_PERIOD_MINUTES: usize = 10;
 const MAX_PERIOD_MINUTES: usize = 120;
@@ -292,6 +297,8 @@ pub struct Recurrence {
 struct Cached {
     minute: u64,
     series: Vec<f64>,
+    /// Whether each minute of `series` was seen, or carried within [`CARRIED_MINUTES`].
+    seen: Vec<bool>,
     period: Option<(usize, f64)>,
 }
 
@@ -353,21 +360,41 @@ impl Recurrence {
 
     /// The mean demand of every complete minute, oldest first, a minute without samples
     /// carrying the one before.
+    #[cfg(test)]
     fn series(&self, now: Duration) -> Vec<f64> {
+        self.series_seen(now).0
+    }
+
+    /// As `series`, with whether each minute was seen: a run of minutes without samples longer
+    /// than [`CARRIED_MINUTES`] is a hole, carried in place but not seen.
+    fn series_seen(&self, now: Duration) -> (Vec<f64>, Vec<bool>) {
         let current = now.as_secs() / 60;
-        let mut out: Vec<f64> = Vec::new();
+        let (mut out, mut seen) = (Vec::new(), Vec::new());
         let mut last: Option<(u64, f64)> = None;
         for &(m, sum, n) in self.minutes.iter().filter(|x| x.0 < current) {
             let mean = sum / f64::from(n.max(1));
             if let Some((prev_m, prev)) = last {
-                for _ in prev_m + 1..m {
-                    out.push(prev);
-                }
+                let missing = m - prev_m - 1;
+                out.extend(std::iter::repeat_n(prev, missing as usize));
+                seen.extend(std::iter::repeat_n(
+                    missing <= CARRIED_MINUTES,
+                    missing as usize,
+                ));
             }
             out.push(mean);
+            seen.push(true);
             last = Some((m, mean));
         }
-        out
+        // Up to the minute before `now`'s: minute `len` of the series is the current one.
+        if let Some((prev_m, prev)) = last {
+            let missing = current.saturating_sub(prev_m + 1);
+            out.extend(std::iter::repeat_n(prev, missing as usize));
+            seen.extend(std::iter::repeat_n(
+                missing <= CARRIED_MINUTES,
+                missing as usize,
+            ));
+        }
+        (out, seen)
     }
 
     /// The series and the period as of `now`'s minute, computed once per minute: the period
@@ -378,11 +405,12 @@ impl Recurrence {
         let fresh = match self.cached.take() {
             Some(c) if c.minute == minute => c,
             _ => {
-                let series = self.series(now);
+                let (series, seen) = self.series_seen(now);
                 let period = find_period(&series, self.periods);
                 Cached {
                     minute,
                     series,
+                    seen,
                     period,
                 }
             }
@@ -394,12 +422,21 @@ impl Recurrence {
     /// demand one period ago over the next `ahead` (the start-up horizon and some slack).
     pub fn recurring(&mut self, now: Duration, ahead: Duration) -> Option<Recurring> {
         let Cached {
-            series: x, period, ..
+            series: x,
+            seen,
+            period,
+            ..
         } = self.analysed(now);
         let (period, correlation) = (*period)?;
         let len = x.len();
         // Minute `len` is the current one; one period ago is `len - period`.
         let from = len.checked_sub(period)?;
+        // What it expects and its mean come from the last period: a hole there was not seen,
+        // and read as demand it would expect a trough (its carried minutes) where anything
+        // may have come. Nothing is expected until a whole period has been seen again.
+        if seen[from..].contains(&false) {
+            return None;
+        }
         let span = usize::try_from(ahead.as_secs().div_ceil(60)).unwrap_or(usize::MAX);
         let to = from.saturating_add(span).min(len - 1);
         let expected = x[from..=to].iter().copied().fold(0.0, f64::max);
@@ -712,6 +749,64 @@ mod tests {
         draws.push(10.0);
         feed(&mut r, 240, |m| draws[m as usize]);
         assert_eq!(r.recurring(s(240 * 60), s(300)), None);
+    }
+
+    #[test]
+    fn a_hole_in_the_history_is_not_read_as_a_trough() {
+        // Ten minutes at 40 req/s every 30 minutes over 5 req/s for three hours, then an hour
+        // with no samples (the scaler was not running), then the same bursts, in phase.
+        let burst = |m: u64| {
+            if m % 30 >= 10 && m % 30 < 20 {
+                40.0
+            } else {
+                5.0
+            }
+        };
+        let mut r = Recurrence::default();
+        for m in 0..180 {
+            r.observe(s(m * 60), burst(m));
+        }
+        // Before the hole the pattern is found and expects the next burst.
+        let before = r.recurring(s(180 * 60), s(600)).unwrap();
+        assert_eq!(before.period_minutes, 30);
+        // After it, the last period is the hole's carried minutes: nothing is expected (it
+        // would read a trough of 5 req/s where the next burst comes), until a whole period has
+        // been seen again; then the pattern expects the bursts as before.
+        for m in 240..250 {
+            r.observe(s(m * 60), burst(m));
+            assert_eq!(r.recurring(s((m + 1) * 60), s(600)), None, "minute {m}");
+        }
+        for m in 250..275 {
+            r.observe(s(m * 60), burst(m));
+        }
+        let after = r.recurring(s(275 * 60), s(600)).unwrap();
+        assert_eq!(after.period_minutes, 30);
+        assert_eq!(after.expected, 40.0);
+        // Two missed minutes are carried and seen; three are a hole, up to the current minute
+        // too (a history inherited three minutes after it was written).
+        let mut r = Recurrence::default();
+        r.observe(s(0), 5.0);
+        r.observe(s(180), 1.0);
+        let (t, f) = (true, false);
+        assert_eq!(
+            r.series_seen(s(421)),
+            (
+                vec![5.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0],
+                vec![t, t, t, t, f, f, f]
+            )
+        );
+        assert_eq!(
+            r.series_seen(s(361)),
+            (vec![5.0, 5.0, 5.0, 1.0, 1.0, 1.0], vec![t, t, t, t, t, t])
+        );
+        r.observe(s(420), 2.0);
+        assert_eq!(
+            r.series_seen(s(481)),
+            (
+                vec![5.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0, 2.0],
+                vec![t, t, t, t, f, f, f, t]
+            )
+        );
     }
 
     #[test]

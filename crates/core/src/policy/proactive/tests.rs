@@ -3159,16 +3159,16 @@ fn a_pod_that_inherits_a_repeating_pattern_sets_its_floors_aside_in_the_troughs(
 #[test]
 fn under_troughnow_below_a_burst_where_the_pattern_expects_a_trough_keeps_the_floors() {
     // Ten minutes at 58 req/s every 45 minutes over 6 req/s. A pod inherits the history of one
-    // that ran for 90 minutes, with its hindsight floor of 5 replicas, but read 1,350 s late
-    // (half a period): on its clock the pattern expects a trough where this day's bursts (of
-    // 20 req/s) come.
+    // that ran for 90 minutes, with its hindsight floor of 5 replicas, but this day's bursts
+    // (of 20 req/s) come 1,350 s (half a period) earlier: from its start, where the pattern
+    // expects a trough.
     let metadata = "proactive; capacity=12.77; startup=166";
     let burst = |t: u64| t % 2_700 >= 1_200 && t % 2_700 < 1_800;
     let mut old = Run::new(metadata, 5);
     for t in (0..=5_398).step_by(2) {
         old.at(t, &fleet(5, if burst(t) { 58.0 } else { 6.0 }, 5.0));
     }
-    let mut record = old.proactive.persisted().aged(1_350.0);
+    let mut record = old.proactive.persisted();
     record.hindsight_floor = Some(PersistedFloor {
         replicas: 5,
         served_percent: 100.0,
@@ -3184,8 +3184,8 @@ fn under_troughnow_below_a_burst_where_the_pattern_expects_a_trough_keeps_the_fl
         let mut new = Run::new(metadata, 1);
         new.proactive.inherit(&record);
         let mut out = vec![];
-        for t in (0..=1_790).step_by(2) {
-            let rps = if burst(5_400 + t) { 20.0 } else { 6.0 };
+        for t in (0..=590).step_by(2) {
+            let rps = if burst(5_400 + 1_350 + t) { 20.0 } else { 6.0 };
             out.push((t, new.at(t, &fleet(1, rps, 1.0))));
         }
         out
@@ -3195,7 +3195,7 @@ fn under_troughnow_below_a_burst_where_the_pattern_expects_a_trough_keeps_the_fl
     // Late in the burst, where the pattern expects a trough: the default has set the hindsight
     // floor aside and sized the burst alone; under `below` the demand refutes the trough, says
     // so, and the floor holds.
-    let (a, b) = (decision_at(&any, 1_780), decision_at(&below, 1_780));
+    let (a, b) = (decision_at(&any, 440), decision_at(&below, 440));
     assert!(
         a.explanation
             .contains("hindsight floor of 5 replicas set aside"),
