@@ -724,8 +724,11 @@ pub const DEFAULT_FLOOR_LATEST: bool = false;
 /// section 42); `cheapest` in the twenty-seventh to twenty-ninth (section 38).
 pub const DEFAULT_NAME_CHEAPEST: bool = false;
 /// Whether the demand now must be below a repeating pattern's mean for its trough to set the
-/// floors aside, by default (no: `any`).
-pub const DEFAULT_TROUGH_NEEDS_LOW_NOW: bool = false;
+/// floors aside, by default: yes (`below`) since the fifty-first round, judged cold on the
+/// training scenarios under both floors (every seed as before) and warm with an hour between
+/// the days, where a pattern out of phase had set the floors aside at the bursts
+/// (`docs/evaluation/proactive.md`, section 72); `any` before.
+pub const DEFAULT_TROUGH_NEEDS_LOW_NOW: bool = true;
 /// Whether a passed burst's held capacity is set aside in a repeating pattern's trough, by
 /// default: no (`keep`) again since the thirtieth round (section 42); `pattern` in the
 /// twenty-seventh to twenty-ninth (section 38).

@@ -3190,7 +3190,7 @@ fn under_troughnow_below_a_burst_where_the_pattern_expects_a_trough_keeps_the_fl
         }
         out
     };
-    let any = run(metadata);
+    let any = run(&format!("{metadata}; troughnow=any"));
     let below = run(&format!("{metadata}; troughnow=below"));
     // Late in the burst, where the pattern expects a trough: the default has set the hindsight
     // floor aside and sized the burst alone; under `below` the demand refutes the trough, says
