@@ -371,29 +371,26 @@ impl Recurrence {
         let current = now.as_secs() / 60;
         let (mut out, mut seen) = (Vec::new(), Vec::new());
         let mut last: Option<(u64, f64)> = None;
-        for &(m, sum, n) in self.minutes.iter().filter(|x| x.0 < current) {
-            let mean = sum / f64::from(n.max(1));
-            if let Some((prev_m, prev)) = last {
-                let missing = m - prev_m - 1;
-                out.extend(std::iter::repeat_n(prev, missing as usize));
+        // The minutes without samples after `last` and before minute `to`, carried.
+        let carry = |out: &mut Vec<f64>, seen: &mut Vec<bool>, last: Option<(u64, f64)>, to| {
+            if let Some((m, value)) = last {
+                let missing: u64 = to - m - 1;
+                out.extend(std::iter::repeat_n(value, missing as usize));
                 seen.extend(std::iter::repeat_n(
                     missing <= CARRIED_MINUTES,
                     missing as usize,
                 ));
             }
+        };
+        for &(m, sum, n) in self.minutes.iter().filter(|x| x.0 < current) {
+            let mean = sum / f64::from(n.max(1));
+            carry(&mut out, &mut seen, last, m);
             out.push(mean);
             seen.push(true);
             last = Some((m, mean));
         }
         // Up to the minute before `now`'s: minute `len` of the series is the current one.
-        if let Some((prev_m, prev)) = last {
-            let missing = current.saturating_sub(prev_m + 1);
-            out.extend(std::iter::repeat_n(prev, missing as usize));
-            seen.extend(std::iter::repeat_n(
-                missing <= CARRIED_MINUTES,
-                missing as usize,
-            ));
-        }
+        carry(&mut out, &mut seen, last, current);
         (out, seen)
     }
 

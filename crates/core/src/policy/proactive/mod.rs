@@ -779,6 +779,17 @@ const STARTUP_EACH_WINDOW: u32 = 10;
 /// asked for a little early is ready even when its start-up runs long.
 const PERIODIC_SLACK: Duration = Duration::from_secs(120);
 
+/// A repeating pattern's trough in words, for the explanation: what it expects over the next
+/// `ahead` against its mean over the last period.
+fn trough_words(r: &forecast::Recurring, ahead: Duration) -> String {
+    format!(
+        "the repeating pattern expects at most {} req/s over the next {}, below its mean of {} req/s over the last period",
+        num(r.expected),
+        super::explain::dur(ahead),
+        num(r.mean),
+    )
+}
+
 /// The one of `all` whose word (`word`) is `v`, for the setting `k`; otherwise an error that
 /// lists the words.
 fn one_of<T: Copy>(
@@ -2127,20 +2138,16 @@ impl Proactive {
         }
         if let Some(r) = trough_refuted {
             numbers.push_str(&format!(
-                "; the repeating pattern expects at most {} req/s over the next {}, below its mean of {} req/s over the last period, but the demand now, {} req/s, is not: no trough, the floors hold (troughnow=below)",
-                num(r.expected),
-                super::explain::dur(trough_ahead),
-                num(r.mean),
+                "; {}, but the demand now, {} req/s, is not: no trough, the floors hold (troughnow=below)",
+                trough_words(&r, trough_ahead),
                 num(fc.now),
             ));
         }
         if let (Some((peak, _, floor_need)), Some(r)) = (peak_aside, trough) {
             numbers.push_str(&format!(
-                "; peak floor of {floor_need} replicas (peak {} req/s) set aside: the repeating pattern expects at most {} req/s over the next {}, below its mean of {} req/s over the last period (troughs=pattern)",
+                "; peak floor of {floor_need} replicas (peak {} req/s) set aside: {} (troughs=pattern)",
                 num(peak),
-                num(r.expected),
-                super::explain::dur(trough_ahead),
-                num(r.mean),
+                trough_words(&r, trough_ahead),
             ));
         }
         if let (Some(f), Some(n)) = (self.static_floor, static_floor) {
@@ -2186,10 +2193,8 @@ impl Proactive {
         }
         if let (Some((k, _)), Some(r)) = (named, trough) {
             numbers.push_str(&format!(
-                "; hindsight floor of {k} replicas set aside: the repeating pattern expects at most {} req/s over the next {}, below its mean of {} req/s over the last period (troughs=pattern)",
-                num(r.expected),
-                super::explain::dur(trough_ahead),
-                num(r.mean),
+                "; hindsight floor of {k} replicas set aside: {} (troughs=pattern)",
+                trough_words(&r, trough_ahead),
             ));
             if hold_aside {
                 numbers.push_str(

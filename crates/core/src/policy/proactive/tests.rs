@@ -2300,7 +2300,9 @@ fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
 #[test]
 fn under_troughs_pattern_the_hindsight_floor_is_held_for_the_bursts_not_between_them() {
     // One start-up ahead (`ahead=1`): in this model's 20-minute period a trough two start-ups
-    // long never comes. The ceiling and the hold are off in both, to see the floor alone.
+    // long never comes. The ceiling and the hold are off in both, to see the floor alone. The
+    // pattern is in phase with the load, so `troughnow=below` (the default) still finds the
+    // troughs.
     let floor = late_bursts(
         "proactive; capacity=10; startup=300; ceiling=off; hold=0; troughs=floor",
         240,
@@ -3210,29 +3212,4 @@ fn under_troughnow_below_a_burst_where_the_pattern_expects_a_trough_keeps_the_fl
         "{}",
         b.explanation
     );
-}
-
-#[test]
-fn under_troughnow_below_a_pattern_in_phase_still_sets_the_floors_aside_in_its_troughs() {
-    // The model of the `troughs=pattern` test above, its pattern in phase with the load: the
-    // troughs are low, and the floor is set aside in them as without `below`.
-    let metadata = "proactive; capacity=10; startup=300; ceiling=off; hold=0; troughs=pattern; \
-                    ahead=1";
-    let floor = late_bursts(
-        "proactive; capacity=10; startup=300; ceiling=off; hold=0; troughs=floor",
-        240,
-    );
-    let below = late_bursts(&format!("{metadata}; troughnow=below"), 240);
-    let at = |run: &[(u64, Decision)], t: u64| decision_at(run, t).target_replicas;
-    let floor_size = at(&floor, 230 * 60);
-    let mid_trough = decision_at(&below, 226 * 60);
-    assert!(
-        mid_trough.target_replicas < floor_size
-            && mid_trough.explanation.contains("(troughs=pattern)"),
-        "{}",
-        mid_trough.explanation
-    );
-    for burst in [194, 214, 234] {
-        assert!(at(&below, burst * 60) >= floor_size, "minute {burst}");
-    }
 }
