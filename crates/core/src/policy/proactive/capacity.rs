@@ -168,6 +168,9 @@ pub struct CapacityEstimate {
     /// estimate, a sustained breach or a saturated fleet. Until then it rests on what lighter
     /// load served, a lower bound on what a replica serves.
     tested: bool,
+    /// The requests per second per replica the last saturated fleet completed: what one
+    /// replica carries at most for the traffic of late, whatever share of it the estimate is.
+    limit: Option<f64>,
 }
 
 impl CapacityEstimate {
@@ -186,6 +189,7 @@ impl CapacityEstimate {
             breached_if: BreachLesson::Always,
             breached_at: None,
             tested: value.is_some(),
+            limit: None,
         }
     }
 
@@ -289,6 +293,13 @@ impl CapacityEstimate {
         self.verified
     }
 
+    /// The requests per second per replica the last saturated fleet completed, once a fleet
+    /// has been seen saturated: a replica's limit for the traffic of late, which the estimate
+    /// is a share of (`saturated=F`) or below. Not inherited: a pod learns it from a queue.
+    pub fn limit(&self) -> Option<f64> {
+        self.limit
+    }
+
     /// What last moved the estimate.
     pub fn source(&self) -> Source {
         self.source
@@ -314,6 +325,9 @@ impl CapacityEstimate {
         let was_tested = self.tested;
         if o.breached || o.saturated.is_some_and(|d| d.is_finite() && d > 0.0) {
             self.tested = true;
+        }
+        if let Some(done) = o.saturated.filter(|d| d.is_finite() && *d > 0.0) {
+            self.limit = Some(done);
         }
         // A saturated fleet completes at most what its replicas can: the capacity within the
         // SLO is taken to be at least the share `saturated` of it. A breach at a lower
@@ -604,6 +618,32 @@ mod tests {
         let mut nan = CapacityEstimate::with_prior(Some(1.0)).saturating(f64::NAN);
         nan.observe(full(5.0));
         assert_eq!(nan.value(), Some(1.0));
+    }
+
+    #[test]
+    fn the_limit_is_what_the_last_saturated_fleet_completed_whatever_the_share() {
+        // Light load and breaches say nothing about the limit; no estimate has one at first.
+        let mut c = CapacityEstimate::with_prior(None);
+        c.observe(ok(2.0));
+        c.observe(bad(3.0));
+        assert_eq!(c.limit(), None);
+        // A saturated fleet: the estimate is 80 % of it by default, the limit all of it.
+        c.observe(full(16.0));
+        assert!((c.value().unwrap() - 12.8).abs() < 1e-9);
+        assert_eq!(c.limit(), Some(16.0));
+        // The latest saturated fleet counts, below the estimate's share or not, and with
+        // saturation teaching the estimate nothing it is still recorded.
+        c.observe(full(14.0));
+        assert_eq!(c.limit(), Some(14.0));
+        let mut off = CapacityEstimate::with_prior(Some(6.8)).saturating(0.0);
+        off.observe(full(13.0));
+        assert_eq!((off.value(), off.limit()), (Some(6.8), Some(13.0)));
+        // Only completed requests count, and nonsense is ignored.
+        off.observe(Observation {
+            saturated: Some(f64::NAN),
+            ..bad(20.0)
+        });
+        assert_eq!(off.limit(), Some(13.0));
     }
 
     #[test]

@@ -257,6 +257,11 @@ pub struct ProactiveConfig {
     /// sized. Under `troughs=pattern` the peak floor is set aside in a repeating pattern's
     /// troughs as the hindsight floor is.
     pub peak_at_full: bool,
+    /// Under `peakat=limit` (with `peak_at_full`): the peak floor holds its peak at what one
+    /// replica carries at most, the throughput per replica the last saturated fleet
+    /// completed where that is above the capacity estimate, since the floor asks how few
+    /// replicas carry that demand again, not how many serve it with the estimate's margin.
+    pub peak_at_limit: bool,
     /// When the peak floor (`peak=S`) holds (`peakwhen=any|halved`): `any` (false), whenever
     /// its peak needs more than the demand's own need; `halved` (true), only once the demand
     /// has fallen below half that peak, as it does when a burst or an on-phase ends, and not
@@ -351,6 +356,12 @@ pub struct ProactiveConfig {
     /// where the pattern expects a trough says the pattern's phase no longer holds (it moved,
     /// or it was inherited from a day whose bursts came at other times).
     pub trough_needs_low_now: bool,
+    /// What one replica carries in the hindsight's fluid model (`hindsightat=estimate|limit`):
+    /// `estimate` (false), the capacity estimate; `limit` (true), the throughput per replica
+    /// the last saturated fleet completed where that is above the estimate, since the model
+    /// asks which static fleet would have carried the demand, and a replica carries up to its
+    /// limit, of which the estimate is a share (`saturated=F`).
+    pub hindsight_at_limit: bool,
     /// What a TTFT tail over its SLO says about capacity (`tail=p95|lighter`): `p95` (false),
     /// a breach whenever the P95 (or under `attainment=F`, the share) misses it; `lighter`
     /// (true), where the fleet at light load itself keeps fewer than the share the test asks
@@ -626,6 +637,7 @@ impl Default for ProactiveConfig {
             hold_yields_to_troughs: DEFAULT_HOLD_YIELDS_TO_TROUGHS,
             scale_in_steady: DEFAULT_SCALE_IN_STEADY,
             peak_at_full: DEFAULT_PEAK_AT_FULL,
+            peak_at_limit: false,
             peak_when_halved: DEFAULT_PEAK_WHEN_HALVED,
             peak_dropped_only: DEFAULT_PEAK_DROPPED_ONLY,
             breach_while_growing: DEFAULT_BREACH_WHILE_GROWING,
@@ -645,6 +657,7 @@ impl Default for ProactiveConfig {
             inherit_verified: false,
             floor_at_estimate: false,
             trough_needs_low_now: DEFAULT_TROUGH_NEEDS_LOW_NOW,
+            hindsight_at_limit: false,
         }
     }
 }
@@ -845,7 +858,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full` (whether the peak floor holds its peak at the target utilisation or at the capacity estimate), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now) and `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean) and `; hindsightat=estimate|limit` (whether the hindsight's fluid model reads a replica's capacity at the estimate, or at what a saturated fleet completed per replica)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -885,7 +898,6 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "named" => Some((&mut c.name_cheapest, "cheapest", "at99")),
                     "holdtroughs" => Some((&mut c.hold_yields_to_troughs, "pattern", "keep")),
                     "scalein" => Some((&mut c.scale_in_steady, "steady", "any")),
-                    "peakat" => Some((&mut c.peak_at_full, "full", "need")),
                     "peakwhen" => Some((&mut c.peak_when_halved, "halved", "any")),
                     "peaks" => Some((&mut c.peak_dropped_only, "dropped", "any")),
                     "breachwhile" => Some((&mut c.breach_while_growing, "growing", "queued")),
@@ -896,6 +908,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "inherit" => Some((&mut c.inherit_verified, "verified", "estimate")),
                     "floorat" => Some((&mut c.floor_at_estimate, "estimate", "named")),
                     "troughnow" => Some((&mut c.trough_needs_low_now, "below", "any")),
+                    "hindsightat" => Some((&mut c.hindsight_at_limit, "limit", "estimate")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -904,6 +917,19 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 }
                 // The settings with one of several named values.
                 match k {
+                    "peakat" => {
+                        (c.peak_at_full, c.peak_at_limit) = match v {
+                            "need" => (false, false),
+                            "full" => (true, false),
+                            "limit" => (true, true),
+                            _ => {
+                                return Err(format!(
+                                    "{k}={v:?} is not `need`, `full` or `limit`; {expected}"
+                                ));
+                            }
+                        };
+                        continue;
+                    }
                     "breachedif" => {
                         c.breached_if =
                             one_of(k, v, &BreachLesson::ALL, BreachLesson::as_str, expected)?;
@@ -1553,6 +1579,9 @@ impl Proactive {
             return d;
         };
 
+        // What one replica carries at most (`peakat=limit`, `hindsightat=limit`): the last
+        // saturated fleet's throughput per replica, where that is above the estimate.
+        let carry = self.capacity.limit().map_or(cap, |l| l.max(cap));
         let horizon = Duration::from_secs_f64(self.horizon_seconds());
         let mut fc = self
             .demand
@@ -1648,7 +1677,13 @@ impl Proactive {
             self.floor.peak(history_now, window)
         };
         let floor = floor.map(|(peak, age)| {
-            let at = if self.config.peak_at_full { cap } else { per };
+            let at = if self.config.peak_at_limit {
+                carry
+            } else if self.config.peak_at_full {
+                cap
+            } else {
+                per
+            };
             (peak, age, replicas_for(peak, at, c))
         });
         // `peakwhen=halved`: a demand still above half its peak is a gradual decline, not a
@@ -1713,9 +1748,16 @@ impl Proactive {
         // is enough, while the fleet is within the SLO with no queue and no trigger fires (a
         // demand read from a fleet at its limit is what it served, not what arrived: a cap
         // on that would confirm itself).
+        // Under `hindsightat=limit` the named fleet carries what the comparison credited it
+        // with, a replica's limit.
+        let hindsight_carry = if self.config.hindsight_at_limit {
+            carry
+        } else {
+            cap
+        };
         let ceiling = named.filter(|&(k, peak)| {
             self.config.ceiling_at_floor
-                && fc.now <= peak.min(f64::from(k) * cap)
+                && fc.now <= peak.min(f64::from(k) * hindsight_carry)
                 && !breached
                 && !queued
                 && !guide.reason.is_scale_out()
@@ -1969,7 +2011,9 @@ impl Proactive {
             .hindsight
             .observe(history_now, fc.now, ready, level.max(ready))
         {
-            self.comparison = self.hindsight.compare(cap, c.min_replicas, c.max_replicas);
+            self.comparison =
+                self.hindsight
+                    .compare(hindsight_carry, c.min_replicas, c.max_replicas);
             if self.config.hindsight_floor
                 && let Some(cmp) = &self.comparison
                 && let Some(by) = if self.config.name_cheapest {
@@ -2122,10 +2166,15 @@ impl Proactive {
                     String::new()
                 },
                 super::explain::dur(Duration::from_secs_f64(self.config.peak_window_seconds)),
-                if self.config.peak_at_full {
-                    " at the full capacity estimate (peakat=full)"
+                if self.config.peak_at_limit {
+                    format!(
+                        " at {} req/s per replica, what the last saturated fleet completed (peakat=limit)",
+                        num(carry)
+                    )
+                } else if self.config.peak_at_full {
+                    " at the full capacity estimate (peakat=full)".to_owned()
                 } else {
-                    ""
+                    String::new()
                 },
             ));
         }
@@ -2152,13 +2201,18 @@ impl Proactive {
         }
         if let (Some(f), Some(n)) = (self.static_floor, static_floor) {
             numbers.push_str(&format!(
-                "; hindsight floor: over {} min a static fleet of {} replicas would have served {} % of the demand for {} replica-hours, ours {} % for {} (fluid model; last found {} ago{}, kept for a day after){} -> {n} replicas",
+                "; hindsight floor: over {} min a static fleet of {} replicas would have served {} % of the demand for {} replica-hours, ours {} % for {} (fluid model{}; last found {} ago{}, kept for a day after){} -> {n} replicas",
                 f.minutes,
                 f.fleet.replicas,
                 num(f.fleet.served_percent),
                 num(f.fleet.replica_hours),
                 num(f.ours_served_percent),
                 num(f.ours_replica_hours),
+                if self.config.hindsight_at_limit {
+                    format!(" at {} req/s per replica (hindsightat=limit)", num(f.capacity))
+                } else {
+                    String::new()
+                },
                 super::explain::dur(f.age(now)),
                 if f.earlier.is_zero() {
                     ""

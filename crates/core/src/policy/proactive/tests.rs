@@ -423,6 +423,21 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; holdtroughs=keep", d()),
         ("proactive; peak=1800", d()),
         ("proactive; peakat=full", d()),
+        (
+            "proactive; peakat=limit",
+            ProactiveConfig {
+                peak_at_limit: true,
+                ..d()
+            },
+        ),
+        ("proactive; hindsightat=estimate", d()),
+        (
+            "proactive; hindsightat=limit",
+            ProactiveConfig {
+                hindsight_at_limit: true,
+                ..d()
+            },
+        ),
         ("proactive; peakwhen=any", d()),
         ("proactive; peaks=any", d()),
         ("proactive; breachwhile=growing", d()),
@@ -500,6 +515,8 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; breachcap=on",
         "proactive; peaks=some",
         "proactive; saturated=1.5",
+        "proactive; peakat=most",
+        "proactive; hindsightat=full",
         "proactive; saturated=-0.1",
         "proactive; saturated=most",
         "proactive; served=all",
@@ -3212,4 +3229,104 @@ fn under_troughnow_below_a_burst_where_the_pattern_expects_a_trough_keeps_the_fl
         "{}",
         b.explanation
     );
+}
+
+/// Two replicas at 6 req/s each for two minutes, then saturated for two minutes (a queue of
+/// 60, every P95 over its SLO, 13 req/s completed per replica), then back to 6 req/s each
+/// until `until`: the decisions and the run, every two seconds.
+fn saturated_then_calm(metadata: &str, until: u64) -> (Vec<(u64, Decision)>, Run) {
+    let mut r = Run::new(metadata, 2);
+    let mut out = Vec::new();
+    for t in (0..=120).step_by(2) {
+        out.push((t, r.at(t, &fleet(2, 12.0, 4.0))));
+    }
+    for t in (122..=240).step_by(2) {
+        out.push((t, r.at(t, &queued(2, 26.0, 60.0))));
+    }
+    for t in (242..=until).step_by(2) {
+        out.push((t, r.at(t, &fleet(2, 12.0, 4.0))));
+    }
+    (out, r)
+}
+
+#[test]
+fn under_peakat_limit_the_peak_floor_holds_the_peak_at_what_a_saturated_fleet_completed() {
+    // With `saturated=0.5` the estimate is 6.5 req/s per replica (half of the 13 the
+    // saturated fleet completed); the limit is the 13.
+    let floor_at = |peakat: &str| {
+        let metadata = format!(
+            "proactive; capacity=6; startup=300; peak=1800; saturated=0.5; release=0; hindsight=advice; peakat={peakat}"
+        );
+        let (run, r) = saturated_then_calm(&metadata, 400);
+        assert_eq!(r.proactive.capacity.limit(), Some(13.0), "{peakat}");
+        let d = run.last().unwrap().1.clone();
+        let peak: f64 = d
+            .explanation
+            .split("floor: peak ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("{}", d.explanation));
+        let floor: u32 = d
+            .explanation
+            .split(") -> ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("{}", d.explanation));
+        (peak, floor, d.explanation)
+    };
+    let (peak, full, _) = floor_at("full");
+    let (same_peak, limit, words) = floor_at("limit");
+    assert_eq!(peak, same_peak);
+    assert!(peak > 13.0, "the saturated minutes' demand: {peak}");
+    assert_eq!(full, (peak / 6.5).ceil() as u32);
+    assert_eq!(limit, (peak / 13.0).ceil() as u32);
+    assert!(limit < full, "{limit} vs {full}");
+    assert!(
+        words.contains(
+            "at 13 req/s per replica, what the last saturated fleet completed (peakat=limit)"
+        ),
+        "{words}"
+    );
+    // Without a saturated fleet there is no limit, and `limit` reads as `full`.
+    let calm = |peakat: &str| {
+        let mut r = Run::new(
+            &format!(
+                "proactive; capacity=6; startup=300; peak=1800; release=0; hindsight=advice; peakat={peakat}"
+            ),
+            2,
+        );
+        (0..=400)
+            .step_by(2)
+            .map(|t| {
+                r.at(t, &fleet(2, if t < 200 { 20.0 } else { 6.0 }, 4.0))
+                    .target_replicas
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(calm("limit"), calm("full"));
+}
+
+#[test]
+fn under_hindsightat_limit_the_fluid_model_reads_what_a_saturated_fleet_completed() {
+    let model_at = |hindsightat: &str| {
+        let metadata =
+            format!("proactive; capacity=6; startup=300; saturated=0.5; hindsightat={hindsightat}");
+        let (_, r) = saturated_then_calm(&metadata, 2400);
+        let cmp = r
+            .proactive
+            .comparison
+            .clone()
+            .expect("a comparison after half an hour");
+        (
+            cmp.capacity_per_replica,
+            r.proactive.capacity.value().unwrap(),
+        )
+    };
+    let (estimate_model, estimate) = model_at("estimate");
+    assert_eq!(estimate_model, estimate);
+    let (limit_model, estimate) = model_at("limit");
+    assert!(estimate < 13.0, "{estimate}");
+    assert_eq!(limit_model, 13.0);
 }
