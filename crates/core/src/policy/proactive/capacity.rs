@@ -168,8 +168,10 @@ pub struct CapacityEstimate {
     /// estimate, a sustained breach or a saturated fleet. Until then it rests on what lighter
     /// load served, a lower bound on what a replica serves.
     tested: bool,
-    /// The requests per second per replica the last saturated fleet completed: what one
-    /// replica carries at most for the traffic of late, whatever share of it the estimate is.
+    /// The most requests per second per replica a saturated fleet completed: what one replica
+    /// carries at most, whatever share of it the estimate is. The most, not the last: a
+    /// backlog draining on a fleet that grew during the burst still waits beyond one request
+    /// per replica on some of them while the new ones idle, and reads far lower.
     limit: Option<f64>,
 }
 
@@ -293,9 +295,9 @@ impl CapacityEstimate {
         self.verified
     }
 
-    /// The requests per second per replica the last saturated fleet completed, once a fleet
-    /// has been seen saturated: a replica's limit for the traffic of late, which the estimate
-    /// is a share of (`saturated=F`) or below. Not inherited: a pod learns it from a queue.
+    /// The most requests per second per replica a saturated fleet completed, once a fleet has
+    /// been seen saturated: a replica's limit, which the estimate is a share of
+    /// (`saturated=F`) or below. Not inherited: a pod learns it from a queue.
     pub fn limit(&self) -> Option<f64> {
         self.limit
     }
@@ -327,7 +329,7 @@ impl CapacityEstimate {
             self.tested = true;
         }
         if let Some(done) = o.saturated.filter(|d| d.is_finite() && *d > 0.0) {
-            self.limit = Some(done);
+            self.limit = Some(self.limit.map_or(done, |l| l.max(done)));
         }
         // A saturated fleet completes at most what its replicas can: the capacity within the
         // SLO is taken to be at least the share `saturated` of it. A breach at a lower
@@ -621,7 +623,7 @@ mod tests {
     }
 
     #[test]
-    fn the_limit_is_what_the_last_saturated_fleet_completed_whatever_the_share() {
+    fn the_limit_is_the_most_a_saturated_fleet_completed_whatever_the_share() {
         // Light load and breaches say nothing about the limit; no estimate has one at first.
         let mut c = CapacityEstimate::with_prior(None);
         c.observe(ok(2.0));
@@ -631,10 +633,13 @@ mod tests {
         c.observe(full(16.0));
         assert!((c.value().unwrap() - 12.8).abs() < 1e-9);
         assert_eq!(c.limit(), Some(16.0));
-        // The latest saturated fleet counts, below the estimate's share or not, and with
-        // saturation teaching the estimate nothing it is still recorded.
-        c.observe(full(14.0));
-        assert_eq!(c.limit(), Some(14.0));
+        // A saturated fleet that completes less (a backlog draining on a grown fleet) does not
+        // lower it; one that completes more raises it. With saturation teaching the estimate
+        // nothing it is still recorded.
+        c.observe(full(8.5));
+        assert_eq!(c.limit(), Some(16.0));
+        c.observe(full(16.3));
+        assert_eq!(c.limit(), Some(16.3));
         let mut off = CapacityEstimate::with_prior(Some(6.8)).saturating(0.0);
         off.observe(full(13.0));
         assert_eq!((off.value(), off.limit()), (Some(6.8), Some(13.0)));

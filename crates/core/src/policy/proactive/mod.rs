@@ -258,8 +258,8 @@ pub struct ProactiveConfig {
     /// troughs as the hindsight floor is.
     pub peak_at_full: bool,
     /// Under `peakat=limit` (with `peak_at_full`): the peak floor holds its peak at what one
-    /// replica carries at most, the throughput per replica the last saturated fleet
-    /// completed where that is above the capacity estimate, since the floor asks how few
+    /// replica carries at most, the most throughput per replica a saturated fleet
+    /// completed, where that is above the capacity estimate, since the floor asks how few
     /// replicas carry that demand again, not how many serve it with the estimate's margin.
     pub peak_at_limit: bool,
     /// When the peak floor (`peak=S`) holds (`peakwhen=any|halved`): `any` (false), whenever
@@ -357,8 +357,8 @@ pub struct ProactiveConfig {
     /// or it was inherited from a day whose bursts came at other times).
     pub trough_needs_low_now: bool,
     /// What one replica carries in the hindsight's fluid model (`hindsightat=estimate|limit`):
-    /// `estimate` (false), the capacity estimate; `limit` (true), the throughput per replica
-    /// the last saturated fleet completed where that is above the estimate, since the model
+    /// `estimate` (false), the capacity estimate; `limit` (true), the most throughput per
+    /// replica a saturated fleet completed, where that is above the estimate, since the model
     /// asks which static fleet would have carried the demand, and a replica carries up to its
     /// limit, of which the estimate is a share (`saturated=F`).
     pub hindsight_at_limit: bool,
@@ -2168,7 +2168,7 @@ impl Proactive {
                 super::explain::dur(Duration::from_secs_f64(self.config.peak_window_seconds)),
                 if self.config.peak_at_limit {
                     format!(
-                        " at {} req/s per replica, what the last saturated fleet completed (peakat=limit)",
+                        " at {} req/s per replica, the most a saturated fleet completed (peakat=limit)",
                         num(carry)
                     )
                 } else if self.config.peak_at_full {

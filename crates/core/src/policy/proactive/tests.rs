@@ -3285,7 +3285,7 @@ fn under_peakat_limit_the_peak_floor_holds_the_peak_at_what_a_saturated_fleet_co
     assert!(limit < full, "{limit} vs {full}");
     assert!(
         words.contains(
-            "at 13 req/s per replica, what the last saturated fleet completed (peakat=limit)"
+            "at 13 req/s per replica, the most a saturated fleet completed (peakat=limit)"
         ),
         "{words}"
     );
