@@ -234,6 +234,10 @@ struct LearnedWatch {
     /// Read but not yet given to the policy: at the start, or a peer's adopted since.
     inherit: Option<Persisted>,
     last_exchange: Option<Instant>,
+    /// Conflicts since the last exchange that was not one: how long the next retry waits.
+    conflicts_in_a_row: u32,
+    /// After a conflict, no exchange before this (a jittered, growing wait).
+    retry_at: Option<Instant>,
     /// The outcome of the exchange in flight, set by its task.
     exchanged: Arc<Mutex<Option<Exchange>>>,
     status: LearnedStateStatus,
@@ -277,6 +281,8 @@ impl LearnedWatch {
             read_done: false,
             inherit: None,
             last_exchange: None,
+            conflicts_in_a_row: 0,
+            retry_at: None,
             exchanged: Arc::new(Mutex::new(None)),
         }
     }
@@ -330,6 +336,13 @@ impl LearnedWatch {
     /// capacity estimate (not only inherited or been given one).
     fn exchange_when_due(&mut self, scaler: Option<&Scaler>) {
         let outcome = self.exchanged.lock().ok().and_then(|mut w| w.take());
+        if outcome
+            .as_ref()
+            .is_some_and(|o| !matches!(o, Exchange::Conflict))
+        {
+            self.conflicts_in_a_row = 0;
+            self.retry_at = None;
+        }
         match outcome {
             None => {}
             Some(Exchange::Kept) => self.status.error = None,
@@ -363,9 +376,12 @@ impl LearnedWatch {
                 self.status.error = None;
             }
             Some(Exchange::Conflict) => {
-                tracing::info!(configmap = %self.status.configmap, key = %self.key, "learned state not written: another scaler pod wrote the ConfigMap since this loop read it; reading it again");
+                self.conflicts_in_a_row = self.conflicts_in_a_row.saturating_add(1);
+                let wait = conflict_wait(self.conflicts_in_a_row, jitter(), self.store.write_every);
+                tracing::info!(configmap = %self.status.configmap, key = %self.key, in_a_row = self.conflicts_in_a_row, wait_seconds = wait.as_secs_f64(), "learned state not written: another scaler pod wrote the ConfigMap since this loop read it; reading it again after the wait");
                 self.status.conflicts += 1;
                 self.last_exchange = None;
+                self.retry_at = Some(Instant::now() + wait);
             }
             Some(Exchange::Failed(error)) => {
                 tracing::warn!(configmap = %self.status.configmap, key = %self.key, error = %error, "learned state not exchanged");
@@ -374,6 +390,7 @@ impl LearnedWatch {
         }
         if !self.read_done
             || self.inherit.is_some()
+            || self.retry_at.is_some_and(|at| Instant::now() < at)
             || self
                 .last_exchange
                 .is_some_and(|at| at.elapsed() < self.store.write_every)
@@ -431,6 +448,31 @@ impl LearnedWatch {
             }
         });
     }
+}
+
+/// How long a loop waits after its `in_a_row`-th conflict in a row before it reads and
+/// writes again: one to two seconds after the first, each next one twice as long, never more
+/// than `most` (the write interval); `jitter` (0..1) spreads each over the upper half of its
+/// doubling, so pods that met at one write do not meet again at the retry.
+fn conflict_wait(in_a_row: u32, jitter: f64, most: Duration) -> Duration {
+    let doubled = CONFLICT_FIRST_WAIT.saturating_mul(1 << in_a_row.clamp(1, 16).saturating_sub(1));
+    let jitter = if jitter.is_finite() {
+        jitter.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    doubled.min(most).mul_f64(0.5 + 0.5 * jitter)
+}
+
+/// The first wait after a conflict, before jitter: two seconds, a cycle.
+const CONFLICT_FIRST_WAIT: Duration = Duration::from_secs(2);
+
+/// A number in 0..1 that differs between calls and between pods.
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(since_epoch().as_nanos());
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A record's learning in words, for `/debug` and the log.
@@ -1017,5 +1059,34 @@ mod tests {
             next_aligned(Duration::from_millis(4100), interval, Duration::ZERO),
             Duration::from_millis(6000)
         );
+    }
+
+    #[test]
+    fn a_conflict_waits_longer_each_time_in_a_row_within_the_write_interval() {
+        let most = Duration::from_secs(60);
+        let secs = |n, j| conflict_wait(n, j, most).as_secs_f64();
+        // One to two seconds after the first, then doubling, jitter over the upper half.
+        assert_eq!((secs(1, 0.0), secs(1, 1.0)), (1.0, 2.0));
+        assert_eq!((secs(2, 0.0), secs(2, 1.0)), (2.0, 4.0));
+        assert_eq!((secs(4, 0.0), secs(4, 1.0)), (8.0, 16.0));
+        // Never beyond the write interval, however many in a row (no overflow).
+        assert_eq!((secs(6, 0.0), secs(6, 1.0)), (30.0, 60.0));
+        assert_eq!(secs(u32::MAX, 1.0), 60.0);
+        // A jitter out of range or not a number is held to the range.
+        assert_eq!(secs(1, 7.0), 2.0);
+        assert_eq!(secs(1, f64::NAN), 1.0);
+        assert_eq!(conflict_wait(0, 1.0, most), Duration::from_secs(2));
+        // A short write interval bounds the first wait too.
+        assert_eq!(
+            conflict_wait(1, 1.0, Duration::from_millis(500)),
+            Duration::from_millis(500)
+        );
+    }
+
+    #[test]
+    fn jitter_is_within_its_range_and_varies() {
+        let draws: Vec<f64> = (0..64).map(|_| jitter()).collect();
+        assert!(draws.iter().all(|j| (0.0..1.0).contains(j)), "{draws:?}");
+        assert!(draws.windows(2).any(|w| w[0] != w[1]), "{draws:?}");
     }
 }
