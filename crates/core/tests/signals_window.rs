@@ -585,3 +585,31 @@ fn two_pods_add_their_rates_by_reason_and_average_their_kv_usage() {
         "{f:?}"
     );
 }
+
+#[test]
+fn the_fleet_counts_finished_requests_over_its_longest_pod_span() {
+    // Pod `a` is scraped over the whole window and finishes 30 requests in 30 s; pod `b`
+    // becomes ready at 20 s and finishes 40 in its first 10 s, draining a backlog.
+    let mut w = window();
+    let mut a = Pod::new();
+    let mut b = Pod::new();
+    w.record(secs(0), "a", Some(a.snapshot()));
+    w.record(secs(20), "b", Some(b.snapshot()));
+    a.finish(&[10.0, 10.0, 10.0, 0.0]);
+    b.finish(&[20.0, 20.0, 0.0, 0.0]);
+    w.record(secs(30), "a", Some(a.snapshot()));
+    w.record(secs(30), "b", Some(b.snapshot()));
+    let f = w.compute(secs(30)).fleet;
+    // The sum of rates reads 1 + 4 = 5 per second, as if `b` had served 4 per second for 30 s.
+    assert_eq!(f.requests_per_second, Some(5.0));
+    // The count is 70 over the fleet's 30 s: 7/3 per second.
+    assert_eq!(f.requests_finished_in_window, 70.0);
+    assert_eq!(f.finished_window_seconds, Some(30.0));
+    let pods = w.compute(secs(30)).pods;
+    let b = pods.iter().find(|p| p.pod == "b").unwrap();
+    assert_eq!(b.signals.finished_window_seconds, Some(10.0));
+    // No finished counters at all: no span either.
+    let mut idle = window();
+    idle.record(secs(0), "a", Some(Pod::new().snapshot()));
+    assert_eq!(idle.compute(secs(0)).fleet.finished_window_seconds, None);
+}

@@ -143,6 +143,7 @@ impl PodCompute {
             itl_buckets: Vec::new(),
             requests_per_second: self.per_second(self.success_total),
             requests_finished_in_window: self.success_total.unwrap_or(0.0),
+            finished_window_seconds: self.success_total.and(self.latency_seconds),
             finished_per_second_by_reason: self
                 .success
                 .iter()
@@ -185,6 +186,7 @@ pub(super) struct FleetAccumulator {
     buckets: [Vec<Bucket>; 5],
     requests_per_second: Option<f64>,
     requests_finished: f64,
+    finished_window_seconds: Option<f64>,
     by_reason: BTreeMap<String, f64>,
     kv: Vec<f64>,
     preemptions_per_second: Option<f64>,
@@ -223,6 +225,10 @@ impl FleetAccumulator {
             pod.per_second(pod.success_total),
         );
         self.requests_finished += pod.success_total.unwrap_or(0.0);
+        if let Some(span) = pod.success_total.and(pod.latency_seconds) {
+            self.finished_window_seconds =
+                Some(self.finished_window_seconds.map_or(span, |s| s.max(span)));
+        }
         for (reason, delta) in &pod.success {
             if let Some(rate) = pod.per_second(Some(*delta)) {
                 match self.by_reason.get_mut(reason) {
@@ -266,6 +272,7 @@ impl FleetAccumulator {
             itl_buckets: itl,
             requests_per_second: self.requests_per_second,
             requests_finished_in_window: self.requests_finished,
+            finished_window_seconds: self.finished_window_seconds,
             finished_per_second_by_reason: self.by_reason,
             kv_cache_usage: MaxMean {
                 max: self.kv.iter().copied().reduce(f64::max),

@@ -117,6 +117,12 @@ pub struct SignalSet {
     pub requests_per_second: Option<f64>,
     /// Finished requests within the latency window (for activity).
     pub requests_finished_in_window: f64,
+    /// The seconds those finished requests were counted over: a pod's latency window (shorter
+    /// for a pod scraped for less than the window, a replica that just became ready), the
+    /// fleet's the longest of its pods'. `requests_per_second` sums each pod's rate over its
+    /// own span, which counts a replica ready for ten seconds at its rate of those ten seconds
+    /// for the whole window; the finished count over this span does not.
+    pub finished_window_seconds: Option<f64>,
     /// Finished requests per second by `finished_reason`.
     pub finished_per_second_by_reason: std::collections::BTreeMap<String, f64>,
     /// KV-cache usage 0..1.

@@ -431,6 +431,14 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         ("proactive; hindsightat=estimate", d()),
+        ("proactive; arrivals=rate", d()),
+        (
+            "proactive; arrivals=count",
+            ProactiveConfig {
+                arrivals_counted: true,
+                ..d()
+            },
+        ),
         (
             "proactive; hindsightat=limit",
             ProactiveConfig {
@@ -517,6 +525,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; saturated=1.5",
         "proactive; peakat=most",
         "proactive; hindsightat=full",
+        "proactive; arrivals=counted",
         "proactive; saturated=-0.1",
         "proactive; saturated=most",
         "proactive; served=all",
@@ -3329,4 +3338,39 @@ fn under_hindsightat_limit_the_fluid_model_reads_what_a_saturated_fleet_complete
     let (limit_model, estimate) = model_at("limit");
     assert!(estimate < 13.0, "{estimate}");
     assert_eq!(limit_model, 13.0);
+}
+
+#[test]
+fn under_arrivals_count_a_replica_draining_a_backlog_is_not_read_as_arrivals() {
+    // Four replicas, steady in-flight (no growth): the fleet counted 45 req/s over its 60 s
+    // window, but two replicas became ready 10 s ago and drain a backlog at 16 req/s each, so
+    // the pods' rates sum to 45 + 2 x 16 x (60 - 10) / 60 = 71.67 req/s.
+    let signals = || {
+        let mut s = fleet(4, 45.0 + 2.0 * 16.0 * 50.0 / 60.0, 40.0);
+        s.fleet.requests_finished_in_window = 45.0 * 60.0;
+        s.fleet.finished_window_seconds = Some(60.0);
+        s
+    };
+    let demand = |metadata: &str| {
+        let mut r = Run::new(metadata, 4);
+        let d = r.steady(120, &signals());
+        d.explanation
+            .split("demand ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{}", d.explanation))
+    };
+    assert_eq!(demand("proactive; capacity=20; arrivals=count"), 45.0);
+    assert_eq!(demand("proactive; capacity=20"), 71.67);
+    // Without a span (an engine without finished counters), the rate is what there is.
+    let mut r = Run::new("proactive; capacity=20; arrivals=count", 4);
+    let mut s = signals();
+    s.fleet.finished_window_seconds = None;
+    let d = r.steady(120, &s);
+    assert!(
+        d.explanation.contains("demand 71.67 req/s"),
+        "{}",
+        d.explanation
+    );
 }
