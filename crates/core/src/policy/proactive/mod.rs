@@ -1595,8 +1595,8 @@ impl Proactive {
             return d;
         };
 
-        // What one replica carries at most (`peakat=limit`, `hindsightat=limit`): the last
-        // saturated fleet's throughput per replica, where that is above the estimate.
+        // What one replica carries at most (`peakat=limit`, `hindsightat=limit`): the most a
+        // saturated fleet completed per replica, where that is above the estimate.
         let carry = self.capacity.limit().map_or(cap, |l| l.max(cap));
         let horizon = Duration::from_secs_f64(self.horizon_seconds());
         let mut fc = self
@@ -2182,11 +2182,14 @@ impl Proactive {
                     String::new()
                 },
                 super::explain::dur(Duration::from_secs_f64(self.config.peak_window_seconds)),
-                if self.config.peak_at_limit {
+                if self.config.peak_at_limit && carry > cap {
                     format!(
                         " at {} req/s per replica, the most a saturated fleet completed (peakat=limit)",
                         num(carry)
                     )
+                } else if self.config.peak_at_limit {
+                    " at the full capacity estimate, no saturated fleet having completed more (peakat=limit)"
+                        .to_owned()
                 } else if self.config.peak_at_full {
                     " at the full capacity estimate (peakat=full)".to_owned()
                 } else {

@@ -3315,6 +3315,24 @@ fn under_peakat_limit_the_peak_floor_holds_the_peak_at_what_a_saturated_fleet_co
             .collect::<Vec<_>>()
     };
     assert_eq!(calm("limit"), calm("full"));
+    // And it says so, rather than naming a saturated fleet it never saw.
+    let mut r = Run::new(
+        "proactive; capacity=6; startup=300; peak=1800; release=0; hindsight=advice; peakat=limit",
+        2,
+    );
+    r.steady(100, &fleet(2, 20.0, 4.0));
+    let d = (102..=200)
+        .step_by(2)
+        .map(|t| r.at(t, &fleet(2, 6.0, 4.0)))
+        .last()
+        .unwrap();
+    assert!(
+        d.explanation.contains(
+            "at the full capacity estimate, no saturated fleet having completed more (peakat=limit)"
+        ),
+        "{}",
+        d.explanation
+    );
 }
 
 #[test]
