@@ -115,6 +115,11 @@ impl PodCompute {
         };
     }
 
+    /// The seconds the window's finished count spans, where there is a count.
+    fn finished_span(&self) -> Option<f64> {
+        self.success_total.and(self.latency_seconds)
+    }
+
     fn per_second(&self, delta: Option<f64>) -> Option<f64> {
         match (delta, self.latency_seconds) {
             (Some(delta), Some(seconds)) if seconds > 0.0 => Some(delta / seconds),
@@ -143,7 +148,7 @@ impl PodCompute {
             itl_buckets: Vec::new(),
             requests_per_second: self.per_second(self.success_total),
             requests_finished_in_window: self.success_total.unwrap_or(0.0),
-            finished_window_seconds: self.success_total.and(self.latency_seconds),
+            finished_window_seconds: self.finished_span(),
             finished_per_second_by_reason: self
                 .success
                 .iter()
@@ -225,7 +230,7 @@ impl FleetAccumulator {
             pod.per_second(pod.success_total),
         );
         self.requests_finished += pod.success_total.unwrap_or(0.0);
-        if let Some(span) = pod.success_total.and(pod.latency_seconds) {
+        if let Some(span) = pod.finished_span() {
             self.finished_window_seconds =
                 Some(self.finished_window_seconds.map_or(span, |s| s.max(span)));
         }

@@ -467,12 +467,12 @@ fn conflict_wait(in_a_row: u32, jitter: f64, most: Duration) -> Duration {
 /// The first wait after a conflict, before jitter: two seconds, a cycle.
 const CONFLICT_FIRST_WAIT: Duration = Duration::from_secs(2);
 
-/// A number in 0..1 that differs between calls and between pods.
+/// A number in 0..1 that differs between calls and between pods: the shared generator, seeded
+/// from the clock through the process's random hash keys.
 fn jitter() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(since_epoch().as_nanos());
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+    use std::hash::BuildHasher;
+    let seed = std::collections::hash_map::RandomState::new().hash_one(since_epoch().as_nanos());
+    vllm_keda_core::rng::SplitMix64::new(seed).next_f64()
 }
 
 /// A record's learning in words, for `/debug` and the log.

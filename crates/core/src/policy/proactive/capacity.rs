@@ -325,16 +325,17 @@ impl CapacityEstimate {
             return;
         }
         let was_tested = self.tested;
-        if o.breached || o.saturated.is_some_and(|d| d.is_finite() && d > 0.0) {
+        let saturated = o.saturated.filter(|d| d.is_finite() && *d > 0.0);
+        if o.breached || saturated.is_some() {
             self.tested = true;
         }
-        if let Some(done) = o.saturated.filter(|d| d.is_finite() && *d > 0.0) {
+        if let Some(done) = saturated {
             self.limit = Some(self.limit.map_or(done, |l| l.max(done)));
         }
         // A saturated fleet completes at most what its replicas can: the capacity within the
         // SLO is taken to be at least the share `saturated` of it. A breach at a lower
         // throughput corrects it as it corrects any estimate.
-        if let Some(done) = o.saturated.filter(|d| d.is_finite() && *d > 0.0) {
+        if let Some(done) = saturated {
             let floor = self.saturated * done;
             if floor > 0.0 && self.value.is_none_or(|c| floor > c) {
                 self.value = Some(floor);
@@ -643,7 +644,7 @@ mod tests {
         let mut off = CapacityEstimate::with_prior(Some(6.8)).saturating(0.0);
         off.observe(full(13.0));
         assert_eq!((off.value(), off.limit()), (Some(6.8), Some(13.0)));
-        // Only completed requests count, and nonsense is ignored.
+        // A throughput that is not a number is ignored.
         off.observe(Observation {
             saturated: Some(f64::NAN),
             ..bad(20.0)

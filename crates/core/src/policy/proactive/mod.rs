@@ -251,17 +251,10 @@ pub struct ProactiveConfig {
     /// that is returning and the need read from it is the trough's; `any` (false), it acts when
     /// due.
     pub scale_in_steady: bool,
-    /// How the peak floor (`peak=S`) sizes the peak it holds (`peakat=need|full`): `full`
-    /// (true), at the capacity estimate itself, the fewest replicas that would carry that
-    /// demand again; `need` (false), at the target utilisation, as the demand's own need is
-    /// sized. Under `troughs=pattern` the peak floor is set aside in a repeating pattern's
-    /// troughs as the hindsight floor is.
-    pub peak_at_full: bool,
-    /// Under `peakat=limit` (with `peak_at_full`): the peak floor holds its peak at what one
-    /// replica carries at most, the most throughput per replica a saturated fleet
-    /// completed, where that is above the capacity estimate, since the floor asks how few
-    /// replicas carry that demand again, not how many serve it with the estimate's margin.
-    pub peak_at_limit: bool,
+    /// How the peak floor (`peak=S`) sizes the peak it holds (`peakat=need|full|limit`).
+    /// Under `troughs=pattern` the peak floor is set aside in a repeating pattern's troughs as
+    /// the hindsight floor is.
+    pub peak_at: PeakAt,
     /// When the peak floor (`peak=S`) holds (`peakwhen=any|halved`): `any` (false), whenever
     /// its peak needs more than the demand's own need; `halved` (true), only once the demand
     /// has fallen below half that peak, as it does when a burst or an on-phase ends, and not
@@ -391,6 +384,36 @@ pub struct ProactiveConfig {
     /// `test` (true), the statistic `itltest` names, so the backstop and the capacity estimate
     /// agree on what is within the SLO. The guide's policy itself always reads the P95.
     pub backstop_itl_test: bool,
+}
+
+/// How the peak floor sizes the peak it holds (`peakat=need|full|limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeakAt {
+    /// At the target utilisation, as the demand's own need is sized.
+    Need,
+    /// At the capacity estimate itself: the fewest replicas that would carry that demand
+    /// again.
+    Full,
+    /// At what one replica carries at most, the most throughput per replica a saturated fleet
+    /// completed, where that is above the capacity estimate (the estimate until then): the
+    /// floor asks how few replicas carry that demand again, not how many serve it with the
+    /// estimate's margin.
+    Limit,
+}
+
+impl PeakAt {
+    /// Every value, in the order the metadata lists them.
+    pub const ALL: [Self; 3] = [Self::Need, Self::Full, Self::Limit];
+
+    /// The metadata's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Need => "need",
+            Self::Full => "full",
+            Self::Limit => "limit",
+        }
+    }
 }
 
 /// What the capacity estimate tests against the ITL SLO (`itltest=p95|mean|request`).
@@ -644,8 +667,7 @@ impl Default for ProactiveConfig {
             name_cheapest: DEFAULT_NAME_CHEAPEST,
             hold_yields_to_troughs: DEFAULT_HOLD_YIELDS_TO_TROUGHS,
             scale_in_steady: DEFAULT_SCALE_IN_STEADY,
-            peak_at_full: DEFAULT_PEAK_AT_FULL,
-            peak_at_limit: false,
+            peak_at: DEFAULT_PEAK_AT,
             peak_when_halved: DEFAULT_PEAK_WHEN_HALVED,
             peak_dropped_only: DEFAULT_PEAK_DROPPED_ONLY,
             breach_while_growing: DEFAULT_BREACH_WHILE_GROWING,
@@ -757,10 +779,9 @@ pub const DEFAULT_TROUGH_NEEDS_LOW_NOW: bool = true;
 pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = false;
 /// Whether a due scale-in waits while in-flight requests grow, by default (no: `any`).
 pub const DEFAULT_SCALE_IN_STEADY: bool = false;
-/// Whether the peak floor holds its peak at the capacity estimate rather than at the target
-/// utilisation, by default: yes (`full`) since the thirtieth round, chosen with `peak=1800`
-/// (section 42).
-pub const DEFAULT_PEAK_AT_FULL: bool = true;
+/// How the peak floor holds its peak by default: at the capacity estimate (`full`) since the
+/// thirtieth round, chosen with `peak=1800` (section 42); at the target utilisation before.
+pub const DEFAULT_PEAK_AT: PeakAt = PeakAt::Full;
 /// Whether the peak floor holds only once the demand has fallen below half its peak, by
 /// default (no: `any`).
 pub const DEFAULT_PEAK_WHEN_HALVED: bool = false;
@@ -928,16 +949,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 // The settings with one of several named values.
                 match k {
                     "peakat" => {
-                        (c.peak_at_full, c.peak_at_limit) = match v {
-                            "need" => (false, false),
-                            "full" => (true, false),
-                            "limit" => (true, true),
-                            _ => {
-                                return Err(format!(
-                                    "{k}={v:?} is not `need`, `full` or `limit`; {expected}"
-                                ));
-                            }
-                        };
+                        c.peak_at = one_of(k, v, &PeakAt::ALL, PeakAt::as_str, expected)?;
                         continue;
                     }
                     "breachedif" => {
@@ -1484,7 +1496,8 @@ impl Proactive {
         // `arrivals=count`: the finished requests over the span the growth is taken over.
         let counted = f
             .finished_window_seconds
-            .filter(|span| self.config.arrivals_counted && span.is_finite() && *span > 0.0)
+            .filter(|span| span.is_finite() && *span > 0.0)
+            .filter(|_| self.config.arrivals_counted)
             .map(|span| finite(f.requests_finished_in_window) / span);
         self.demand
             .observe(now, counted.unwrap_or(finished), in_flight, w.rate);
@@ -1693,12 +1706,10 @@ impl Proactive {
             self.floor.peak(history_now, window)
         };
         let floor = floor.map(|(peak, age)| {
-            let at = if self.config.peak_at_limit {
-                carry
-            } else if self.config.peak_at_full {
-                cap
-            } else {
-                per
+            let at = match self.config.peak_at {
+                PeakAt::Limit => carry,
+                PeakAt::Full => cap,
+                PeakAt::Need => per,
             };
             (peak, age, replicas_for(peak, at, c))
         });
@@ -2182,18 +2193,15 @@ impl Proactive {
                     String::new()
                 },
                 super::explain::dur(Duration::from_secs_f64(self.config.peak_window_seconds)),
-                if self.config.peak_at_limit && carry > cap {
-                    format!(
+                match self.config.peak_at {
+                    PeakAt::Limit if carry > cap => format!(
                         " at {} req/s per replica, the most a saturated fleet completed (peakat=limit)",
                         num(carry)
-                    )
-                } else if self.config.peak_at_limit {
-                    " at the full capacity estimate, no saturated fleet having completed more (peakat=limit)"
-                        .to_owned()
-                } else if self.config.peak_at_full {
-                    " at the full capacity estimate (peakat=full)".to_owned()
-                } else {
-                    String::new()
+                    ),
+                    PeakAt::Limit => " at the full capacity estimate, no saturated fleet having completed more (peakat=limit)"
+                        .to_owned(),
+                    PeakAt::Full => " at the full capacity estimate (peakat=full)".to_owned(),
+                    PeakAt::Need => String::new(),
                 },
             ));
         }

@@ -32,6 +32,16 @@ fn fleet(ready: usize, rps: f64, in_flight: f64) -> FleetSignals {
     }
 }
 
+/// The number that follows `marker` in a decision's explanation, up to the next space.
+fn number_after(explanation: &str, marker: &str) -> f64 {
+    explanation
+        .split(marker)
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {marker:?}: {explanation}"))
+}
+
 struct Run {
     policy: Policy,
     proactive: Proactive,
@@ -241,7 +251,7 @@ fn the_policy_value_is_read_with_its_settings() {
         (
             "proactive; peakat=need",
             ProactiveConfig {
-                peak_at_full: false,
+                peak_at: PeakAt::Need,
                 ..d()
             },
         ),
@@ -426,7 +436,7 @@ fn the_policy_value_is_read_with_its_settings() {
         (
             "proactive; peakat=limit",
             ProactiveConfig {
-                peak_at_limit: true,
+                peak_at: PeakAt::Limit,
                 ..d()
             },
         ),
@@ -1382,13 +1392,7 @@ fn under_peakat_full_the_peak_floor_holds_the_fleet_that_carries_the_peak_at_cap
         "proactive; capacity=10; startup=300; peak=1800; peakat=full; release=0; hindsight=advice",
     );
     // The peak the floor read, from the explanation: "floor: peak X req/s".
-    let peak: f64 = full
-        .explanation
-        .split("floor: peak ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|x| x.parse().ok())
-        .unwrap_or_else(|| panic!("{}", full.explanation));
+    let peak = number_after(&full.explanation, "floor: peak ");
     assert!(peak > 40.0, "the burst's minute: {peak}");
     // At the capacity estimate (10 req/s) rather than at 80 % of it.
     assert_eq!(
@@ -3269,20 +3273,8 @@ fn under_peakat_limit_the_peak_floor_holds_the_peak_at_what_a_saturated_fleet_co
         let (run, r) = saturated_then_calm(&metadata, 400);
         assert_eq!(r.proactive.capacity.limit(), Some(13.0), "{peakat}");
         let d = run.last().unwrap().1.clone();
-        let peak: f64 = d
-            .explanation
-            .split("floor: peak ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|x| x.parse().ok())
-            .unwrap_or_else(|| panic!("{}", d.explanation));
-        let floor: u32 = d
-            .explanation
-            .split(") -> ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|x| x.parse().ok())
-            .unwrap_or_else(|| panic!("{}", d.explanation));
+        let peak = number_after(&d.explanation, "floor: peak ");
+        let floor = number_after(&d.explanation, ") -> ") as u32;
         (peak, floor, d.explanation)
     };
     let (peak, full, _) = floor_at("full");
@@ -3372,12 +3364,7 @@ fn under_arrivals_count_a_replica_draining_a_backlog_is_not_read_as_arrivals() {
     let demand = |metadata: &str| {
         let mut r = Run::new(metadata, 4);
         let d = r.steady(120, &signals());
-        d.explanation
-            .split("demand ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|x| x.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("{}", d.explanation))
+        number_after(&d.explanation, "demand ")
     };
     assert_eq!(demand("proactive; capacity=20; arrivals=count"), 45.0);
     assert_eq!(demand("proactive; capacity=20"), 71.67);
