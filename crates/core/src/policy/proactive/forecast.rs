@@ -155,10 +155,17 @@ impl DemandTracker {
     /// The least-squares slope of the demand over the samples within `window` of `now`; 0 with
     /// fewer than a third of the window covered.
     pub fn trend(&self, now: Duration, window: Duration) -> f64 {
+        self.trend_until(now, window, now)
+    }
+
+    /// The least-squares slope of the demand over the samples within `window` before `end`
+    /// (`end` at most `now`); 0 with fewer than a third of the window covered.
+    pub fn trend_until(&self, now: Duration, window: Duration, end: Duration) -> f64 {
+        let end = end.min(now);
         let pts: Vec<(f64, f64)> = self
             .samples
             .iter()
-            .filter(|s| s.at.saturating_add(window) >= now)
+            .filter(|s| s.at <= end && s.at.saturating_add(window) >= end)
             .map(|s| (s.at.as_secs_f64(), s.demand))
             .collect();
         let (Some(first), Some(last)) = (pts.first(), pts.last()) else {
