@@ -449,6 +449,14 @@ fn the_policy_value_is_read_with_its_settings() {
                 ..d()
             },
         ),
+        ("proactive; ramp=recent", d()),
+        (
+            "proactive; ramp=halves",
+            ProactiveConfig {
+                ramp_in_halves: true,
+                ..d()
+            },
+        ),
         (
             "proactive; hindsightat=limit",
             ProactiveConfig {
@@ -536,6 +544,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; peakat=most",
         "proactive; hindsightat=full",
         "proactive; arrivals=counted",
+        "proactive; ramp=both",
         "proactive; saturated=-0.1",
         "proactive; saturated=most",
         "proactive; served=all",
@@ -1953,17 +1962,21 @@ fn a_surplus_is_not_released_before_the_start_up_time() {
     );
 }
 
+/// The explanation of the decision at `until` seconds on 6 ready replicas whose finished rate
+/// follows `rate` (in-flight steady: the demand is the finished rate), decided every 2 s.
+fn explanation_at(metadata: &str, rate: &dyn Fn(u64) -> f64, until: u64) -> String {
+    let mut r = Run::new(metadata, 6);
+    let mut d = None;
+    for t in (0..=until).step_by(2) {
+        d = Some(r.at(t, &fleet(6, rate(t), 20.0)));
+    }
+    d.unwrap().explanation
+}
+
 #[test]
 fn a_step_that_has_happened_is_not_extrapolated_as_a_ramp() {
     // 10 req/s for 5 minutes, then a step to 30 req/s (in-flight steady: demand = finished).
-    let last = |metadata: &str, rate: &dyn Fn(u64) -> f64, until: u64| {
-        let mut r = Run::new(metadata, 6);
-        let mut d = None;
-        for t in (0..=until).step_by(2) {
-            d = Some(r.at(t, &fleet(6, rate(t), 20.0)));
-        }
-        d.unwrap().explanation
-    };
+    let last = explanation_at;
     let step = |t: u64| if t < 300 { 10.0 } else { 30.0 };
     // Three minutes after the step the 5-minute slope is still steep; the last 2 minutes are
     // flat.
@@ -1989,6 +2002,51 @@ fn a_step_that_has_happened_is_not_extrapolated_as_a_ramp() {
     assert!(plain.contains("forecast 22 req/s"), "{plain}");
     assert!(rise.contains("forecast 22 req/s"), "{rise}");
     assert!(!rise.contains("trend from the last"), "{rise}");
+}
+
+#[test]
+fn under_ramp_halves_a_step_still_inside_the_recent_window_is_not_extrapolated() {
+    let last = explanation_at;
+    // 10 req/s, then a step to 30 req/s at 300 s, read 100 s later: the step is inside the
+    // last 180 s, so their slope still rises and the default carries it over the horizon.
+    let step = |t: u64| if t < 300 { 10.0 } else { 30.0 };
+    let recent = last("proactive; capacity=10; startup=300", &step, 400);
+    assert_eq!(
+        recent,
+        last(
+            "proactive; capacity=10; startup=300; ramp=recent",
+            &step,
+            400
+        )
+    );
+    assert!(!recent.contains("forecast 30 req/s"), "{recent}");
+    // Under `ramp=halves` the older half (220-310 s) holds the step and the newer half
+    // (310-400 s) is flat: the slower of the two does not rise.
+    let halves = last(
+        "proactive; capacity=10; startup=300; ramp=halves",
+        &step,
+        400,
+    );
+    assert!(halves.contains("forecast 30 req/s"), "{halves}");
+    assert!(
+        halves.contains("; trend from the slower half of the last 180 s ("),
+        "{halves}"
+    );
+    assert!(
+        halves.contains(" then 0 req/s per s; ramp=halves): 0 req/s per s"),
+        "{halves}"
+    );
+    // A steady ramp rises in both halves alike: the same forecast as without the cap, no note.
+    let ramp = |t: u64| 10.0 + 0.02 * t as f64;
+    let plain = last("proactive; capacity=10; startup=300; rise=0", &ramp, 300);
+    let halves = last(
+        "proactive; capacity=10; startup=300; ramp=halves",
+        &ramp,
+        300,
+    );
+    assert!(plain.contains("forecast 22 req/s"), "{plain}");
+    assert!(halves.contains("forecast 22 req/s"), "{halves}");
+    assert!(!halves.contains("trend from"), "{halves}");
 }
 
 #[test]
