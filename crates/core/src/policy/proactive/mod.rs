@@ -355,14 +355,16 @@ pub struct ProactiveConfig {
     /// asks which static fleet would have carried the demand, and a replica carries up to its
     /// limit, of which the estimate is a share (`saturated=F`).
     pub hindsight_at_limit: bool,
-    /// What the demand's finished term reads (`arrivals=rate|count`): `rate` (false), the
+    /// What the demand's finished term reads (`arrivals=rate|count|history`): `rate`, the
     /// fleet's finished requests per second, the sum of each pod's rate over its own span;
-    /// `count` (true), the finished requests the fleet counted over the rate window divided by
-    /// that window's span, the stretch the in-flight growth is taken over. Arrivals are the
-    /// finished plus the growth only when both cover one stretch: the rate counts a replica
-    /// that became ready seconds ago, draining a backlog, at its current rate for the whole
-    /// window, and so reads a backlog's drain as arrivals.
-    pub arrivals_counted: bool,
+    /// `count`, the finished requests the fleet counted over the rate window divided by that
+    /// window's span, the stretch the in-flight growth is taken over; `history`, the rate for
+    /// the need now and the count for the demand history (the peak floor, the repeating
+    /// pattern and the hindsight). Arrivals are the finished plus the growth only when both
+    /// cover one stretch: the rate counts a replica that became ready seconds ago, draining a
+    /// backlog, at its current rate for the whole window, and so reads a backlog's drain as
+    /// arrivals.
+    pub arrivals: Arrivals,
     /// What caps the rising trend (`ramp=recent|halves`), with `rise=S`: `recent` (false), the
     /// slope over the last S seconds; `halves` (true), the smaller of the slopes over the two
     /// halves of those S seconds. A ramp rises in both halves; a step, which the demand's rate
@@ -419,6 +421,33 @@ impl PeakAt {
             Self::Need => "need",
             Self::Full => "full",
             Self::Limit => "limit",
+        }
+    }
+}
+
+/// What the demand's finished term reads (`arrivals=rate|count|history`), see
+/// [`ProactiveConfig::arrivals`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// The fleet's finished requests per second, the sum of the pods' rates.
+    Rate,
+    /// The fleet's finished count over the rate window's span.
+    Count,
+    /// The rate for the need now, the count for the demand history.
+    History,
+}
+
+impl Arrivals {
+    /// Every value, in the order the metadata lists them.
+    pub const ALL: [Self; 3] = [Self::Rate, Self::Count, Self::History];
+
+    /// The metadata's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rate => "rate",
+            Self::Count => "count",
+            Self::History => "history",
         }
     }
 }
@@ -695,7 +724,7 @@ impl Default for ProactiveConfig {
             floor_at_estimate: false,
             trough_needs_low_now: DEFAULT_TROUGH_NEEDS_LOW_NOW,
             hindsight_at_limit: false,
-            arrivals_counted: false,
+            arrivals: Arrivals::Rate,
             ramp_in_halves: false,
         }
     }
@@ -896,7 +925,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit` (whether the hindsight's fluid model reads a replica's capacity at the estimate, or at what a saturated fleet completed per replica), `; arrivals=rate|count` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, or as the fleet's count over the rate window's span) and `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit` (whether the hindsight's fluid model reads a replica's capacity at the estimate, or at what a saturated fleet completed per replica), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history) and `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -947,7 +976,6 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "floorat" => Some((&mut c.floor_at_estimate, "estimate", "named")),
                     "troughnow" => Some((&mut c.trough_needs_low_now, "below", "any")),
                     "hindsightat" => Some((&mut c.hindsight_at_limit, "limit", "estimate")),
-                    "arrivals" => Some((&mut c.arrivals_counted, "count", "rate")),
                     "ramp" => Some((&mut c.ramp_in_halves, "halves", "recent")),
                     _ => None,
                 };
@@ -959,6 +987,10 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 match k {
                     "peakat" => {
                         c.peak_at = one_of(k, v, &PeakAt::ALL, PeakAt::as_str, expected)?;
+                        continue;
+                    }
+                    "arrivals" => {
+                        c.arrivals = one_of(k, v, &Arrivals::ALL, Arrivals::as_str, expected)?;
                         continue;
                     }
                     "breachedif" => {
@@ -1502,14 +1534,26 @@ impl Proactive {
         let queue = finite(f.queue_depth);
         let in_flight = queue + finite(f.running);
         let finished = f.requests_per_second.map_or(0.0, finite);
-        // `arrivals=count`: the finished requests over the span the growth is taken over.
+        // `arrivals=count|history`: the finished requests over the span the growth is taken
+        // over.
         let counted = f
             .finished_window_seconds
             .filter(|span| span.is_finite() && *span > 0.0)
-            .filter(|_| self.config.arrivals_counted)
+            .filter(|_| self.config.arrivals != Arrivals::Rate)
             .map(|span| finite(f.requests_finished_in_window) / span);
+        let live = match self.config.arrivals {
+            Arrivals::Count => counted,
+            Arrivals::Rate | Arrivals::History => None,
+        };
         self.demand
-            .observe(now, counted.unwrap_or(finished), in_flight, w.rate);
+            .observe(now, live.unwrap_or(finished), in_flight, w.rate);
+        // What the demand history records: under `arrivals=history` the count in place of the
+        // rate, the growth the same.
+        let arrivals = self.config.arrivals;
+        let recorded = move |demand: f64| match (arrivals, counted) {
+            (Arrivals::History, Some(count)) => (demand - finished + count).max(0.0),
+            _ => demand,
+        };
 
         // Capacity: throughput per replica that was ready over the rate window.
         self.ready_seen.push_back((now, ready));
@@ -1652,7 +1696,8 @@ impl Proactive {
         let per = cap * self.config.target_utilization;
         // The demand history's clock: an earlier pod's minutes, when inherited, come before it.
         let history_now = self.history_now(now);
-        self.recurrence.observe(history_now, fc.now);
+        let history_demand = recorded(fc.now);
+        self.recurrence.observe(history_now, history_demand);
         let recurring = if self.config.periodic {
             self.recurrence
                 .recurring(history_now, horizon.saturating_add(PERIODIC_SLACK))
@@ -1715,7 +1760,7 @@ impl Proactive {
         } else {
             capped.map_or(sized_need, |cap| clamp(cap, c))
         };
-        self.floor.observe(history_now, fc.now);
+        self.floor.observe(history_now, history_demand);
         let window = Duration::from_secs_f64(self.config.peak_window_seconds);
         let floor = if self.config.peak_dropped_only {
             self.floor
@@ -2054,7 +2099,7 @@ impl Proactive {
         state.level = Some(level);
         if self
             .hindsight
-            .observe(history_now, fc.now, ready, level.max(ready))
+            .observe(history_now, history_demand, ready, level.max(ready))
         {
             self.comparison =
                 self.hindsight

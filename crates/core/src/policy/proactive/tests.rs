@@ -445,7 +445,14 @@ fn the_policy_value_is_read_with_its_settings() {
         (
             "proactive; arrivals=count",
             ProactiveConfig {
-                arrivals_counted: true,
+                arrivals: Arrivals::Count,
+                ..d()
+            },
+        ),
+        (
+            "proactive; arrivals=history",
+            ProactiveConfig {
+                arrivals: Arrivals::History,
                 ..d()
             },
         ),
@@ -3408,17 +3415,19 @@ fn under_hindsightat_limit_the_fluid_model_reads_what_a_saturated_fleet_complete
     assert_eq!(limit_model, 13.0);
 }
 
+/// Four replicas, steady in-flight (no growth): the fleet counted 45 req/s over its 60 s
+/// window, but two replicas became ready 10 s ago and drain a backlog at 16 req/s each, so the
+/// pods' rates sum to 45 + 2 x 16 x (60 - 10) / 60 = 71.67 req/s.
+fn draining_fleet() -> FleetSignals {
+    let mut s = fleet(4, 45.0 + 2.0 * 16.0 * 50.0 / 60.0, 40.0);
+    s.fleet.requests_finished_in_window = 45.0 * 60.0;
+    s.fleet.finished_window_seconds = Some(60.0);
+    s
+}
+
 #[test]
 fn under_arrivals_count_a_replica_draining_a_backlog_is_not_read_as_arrivals() {
-    // Four replicas, steady in-flight (no growth): the fleet counted 45 req/s over its 60 s
-    // window, but two replicas became ready 10 s ago and drain a backlog at 16 req/s each, so
-    // the pods' rates sum to 45 + 2 x 16 x (60 - 10) / 60 = 71.67 req/s.
-    let signals = || {
-        let mut s = fleet(4, 45.0 + 2.0 * 16.0 * 50.0 / 60.0, 40.0);
-        s.fleet.requests_finished_in_window = 45.0 * 60.0;
-        s.fleet.finished_window_seconds = Some(60.0);
-        s
-    };
+    let signals = draining_fleet;
     let demand = |metadata: &str| {
         let mut r = Run::new(metadata, 4);
         let d = r.steady(120, &signals());
@@ -3436,4 +3445,22 @@ fn under_arrivals_count_a_replica_draining_a_backlog_is_not_read_as_arrivals() {
         "{}",
         d.explanation
     );
+}
+
+#[test]
+fn under_arrivals_history_the_need_reads_the_rate_and_the_history_the_count() {
+    let decided = |metadata: &str| {
+        let mut r = Run::new(metadata, 4);
+        r.steady(120, &draining_fleet()).explanation
+    };
+    // The need now is the rate's, as by default; the peak floor holds the counted demand.
+    let history = decided("proactive; capacity=20; arrivals=history");
+    assert_eq!(number_after(&history, "demand "), 71.67);
+    assert_eq!(number_after(&history, "floor: peak "), 45.0);
+    let rate = decided("proactive; capacity=20");
+    assert_eq!(number_after(&rate, "demand "), 71.67);
+    assert_eq!(number_after(&rate, "floor: peak "), 71.67);
+    let count = decided("proactive; capacity=20; arrivals=count");
+    assert_eq!(number_after(&count, "demand "), 45.0);
+    assert_eq!(number_after(&count, "floor: peak "), 45.0);
 }
