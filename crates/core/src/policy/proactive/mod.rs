@@ -2233,6 +2233,12 @@ impl Proactive {
                 clamp(cap, c),
             ));
         }
+        if self.config.arrivals == Arrivals::History && (history_demand - fc.now).abs() >= 0.005 {
+            numbers.push_str(&format!(
+                "; the demand history records {} req/s, the fleet's finished count over the window in place of the pods' rates (arrivals=history)",
+                num(history_demand),
+            ));
+        }
         if let Some((window_slope, recent, halves)) = recent_slope {
             let from = match halves {
                 Some((older, newer)) => format!(

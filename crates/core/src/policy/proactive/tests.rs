@@ -3457,6 +3457,10 @@ fn under_arrivals_history_the_need_reads_the_rate_and_the_history_the_count() {
     let history = decided("proactive; capacity=20; arrivals=history");
     assert_eq!(number_after(&history, "demand "), 71.67);
     assert_eq!(number_after(&history, "floor: peak "), 45.0);
+    assert!(
+        history.contains("; the demand history records 45 req/s, the fleet's finished count over the window in place of the pods' rates (arrivals=history)"),
+        "{history}"
+    );
     let rate = decided("proactive; capacity=20");
     assert_eq!(number_after(&rate, "demand "), 71.67);
     assert_eq!(number_after(&rate, "floor: peak "), 71.67);
