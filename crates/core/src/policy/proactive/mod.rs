@@ -349,12 +349,15 @@ pub struct ProactiveConfig {
     /// where the pattern expects a trough says the pattern's phase no longer holds (it moved,
     /// or it was inherited from a day whose bursts came at other times).
     pub trough_needs_low_now: bool,
-    /// What one replica carries in the hindsight's fluid model (`hindsightat=estimate|limit`):
-    /// `estimate` (false), the capacity estimate; `limit` (true), the most throughput per
-    /// replica a saturated fleet completed, where that is above the estimate, since the model
-    /// asks which static fleet would have carried the demand, and a replica carries up to its
-    /// limit, of which the estimate is a share (`saturated=F`).
-    pub hindsight_at_limit: bool,
+    /// What one replica carries in the hindsight's fluid model
+    /// (`hindsightat=estimate|limit|need`): `estimate`, the capacity estimate; `limit`, the
+    /// most throughput per replica a saturated fleet completed, where that is above the
+    /// estimate, since the model asks which static fleet would have carried the demand, and a
+    /// replica carries up to its limit, of which the estimate is a share (`saturated=F`);
+    /// `need`, the estimate at the target utilisation, as the demand's own need is sized,
+    /// since a fleet at the estimate of the P95 test serves about 95 % of its requests within
+    /// the SLO, where the comparison names the fleet that serves 99 %.
+    pub hindsight_at: HindsightAt,
     /// What the demand's finished term reads (`arrivals=rate|count|history`): `rate`, the
     /// fleet's finished requests per second, the sum of each pod's rate over its own span;
     /// `count`, the finished requests the fleet counted over the rate window divided by that
@@ -421,6 +424,33 @@ impl PeakAt {
             Self::Need => "need",
             Self::Full => "full",
             Self::Limit => "limit",
+        }
+    }
+}
+
+/// What one replica carries in the hindsight's fluid model (`hindsightat=estimate|limit|need`),
+/// see [`ProactiveConfig::hindsight_at`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HindsightAt {
+    /// The capacity estimate.
+    Estimate,
+    /// The most a saturated fleet completed per replica, where above the estimate.
+    Limit,
+    /// The capacity estimate at the target utilisation.
+    Need,
+}
+
+impl HindsightAt {
+    /// Every value, in the order the metadata lists them.
+    pub const ALL: [Self; 3] = [Self::Estimate, Self::Limit, Self::Need];
+
+    /// The metadata's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Estimate => "estimate",
+            Self::Limit => "limit",
+            Self::Need => "need",
         }
     }
 }
@@ -723,7 +753,7 @@ impl Default for ProactiveConfig {
             inherit_verified: false,
             floor_at_estimate: false,
             trough_needs_low_now: DEFAULT_TROUGH_NEEDS_LOW_NOW,
-            hindsight_at_limit: false,
+            hindsight_at: HindsightAt::Estimate,
             arrivals: Arrivals::Rate,
             ramp_in_halves: false,
         }
@@ -925,7 +955,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit` (whether the hindsight's fluid model reads a replica's capacity at the estimate, or at what a saturated fleet completed per replica), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history) and `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history) and `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -975,7 +1005,6 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "inherit" => Some((&mut c.inherit_verified, "verified", "estimate")),
                     "floorat" => Some((&mut c.floor_at_estimate, "estimate", "named")),
                     "troughnow" => Some((&mut c.trough_needs_low_now, "below", "any")),
-                    "hindsightat" => Some((&mut c.hindsight_at_limit, "limit", "estimate")),
                     "ramp" => Some((&mut c.ramp_in_halves, "halves", "recent")),
                     _ => None,
                 };
@@ -987,6 +1016,11 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                 match k {
                     "peakat" => {
                         c.peak_at = one_of(k, v, &PeakAt::ALL, PeakAt::as_str, expected)?;
+                        continue;
+                    }
+                    "hindsightat" => {
+                        c.hindsight_at =
+                            one_of(k, v, &HindsightAt::ALL, HindsightAt::as_str, expected)?;
                         continue;
                     }
                     "arrivals" => {
@@ -1791,10 +1825,21 @@ impl Proactive {
             });
         }
         self.static_floor = self.static_floor.filter(|f| f.age(now) < hindsight::WINDOW);
+        // One replica in the hindsight's fluid model, and what the named fleet carries: the
+        // estimate; under `hindsightat=limit` a replica's limit; under `hindsightat=need` the
+        // estimate at the target utilisation.
+        let hindsight_carry = match self.config.hindsight_at {
+            HindsightAt::Estimate => cap,
+            HindsightAt::Limit => carry,
+            HindsightAt::Need => per,
+        };
         // The named fleet's size within the bounds, and what the history that named it held.
         let named = self.static_floor.map(|f| {
             (
-                clamp(f.replicas_at(cap, self.config.floor_at_estimate), c),
+                clamp(
+                    f.replicas_at(hindsight_carry, self.config.floor_at_estimate),
+                    c,
+                ),
                 f.peak_demand,
             )
         });
@@ -1838,13 +1883,6 @@ impl Proactive {
         // is enough, while the fleet is within the SLO with no queue and no trigger fires (a
         // demand read from a fleet at its limit is what it served, not what arrived: a cap
         // on that would confirm itself).
-        // Under `hindsightat=limit` the named fleet carries what the comparison credited it
-        // with, a replica's limit.
-        let hindsight_carry = if self.config.hindsight_at_limit {
-            carry
-        } else {
-            cap
-        };
         let ceiling = named.filter(|&(k, peak)| {
             self.config.ceiling_at_floor
                 && fc.now <= peak.min(f64::from(k) * hindsight_carry)
@@ -2312,10 +2350,13 @@ impl Proactive {
                 num(f.fleet.replica_hours),
                 num(f.ours_served_percent),
                 num(f.ours_replica_hours),
-                if self.config.hindsight_at_limit {
-                    format!(" at {} req/s per replica (hindsightat=limit)", num(f.capacity))
-                } else {
-                    String::new()
+                match self.config.hindsight_at {
+                    HindsightAt::Estimate => String::new(),
+                    at => format!(
+                        " at {} req/s per replica (hindsightat={})",
+                        num(f.capacity),
+                        at.as_str()
+                    ),
                 },
                 super::explain::dur(f.age(now)),
                 if f.earlier.is_zero() {
@@ -2323,11 +2364,11 @@ impl Proactive {
                 } else {
                     " by an earlier pod, whose floor this is"
                 },
-                if f.replicas_at(cap, self.config.floor_at_estimate) < f.fleet.replicas {
+                if f.replicas_at(hindsight_carry, self.config.floor_at_estimate) < f.fleet.replicas {
                     format!(
                         "; named at {} req/s per replica, what it carried needs fewer at {} now (floorat=estimate)",
                         num(f.capacity),
-                        num(cap)
+                        num(hindsight_carry)
                     )
                 } else {
                     String::new()

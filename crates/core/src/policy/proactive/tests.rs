@@ -441,6 +441,13 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         ("proactive; hindsightat=estimate", d()),
+        (
+            "proactive; hindsightat=need",
+            ProactiveConfig {
+                hindsight_at: HindsightAt::Need,
+                ..d()
+            },
+        ),
         ("proactive; arrivals=rate", d()),
         (
             "proactive; arrivals=count",
@@ -467,7 +474,7 @@ fn the_policy_value_is_read_with_its_settings() {
         (
             "proactive; hindsightat=limit",
             ProactiveConfig {
-                hindsight_at_limit: true,
+                hindsight_at: HindsightAt::Limit,
                 ..d()
             },
         ),
@@ -3413,6 +3420,12 @@ fn under_hindsightat_limit_the_fluid_model_reads_what_a_saturated_fleet_complete
     let (limit_model, estimate) = model_at("limit");
     assert!(estimate < 13.0, "{estimate}");
     assert_eq!(limit_model, 13.0);
+    // Under `need`, the estimate at the target utilisation (80 % by default).
+    let (need_model, estimate) = model_at("need");
+    assert!(
+        (need_model - 0.8 * estimate).abs() < 1e-9,
+        "{need_model} {estimate}"
+    );
 }
 
 /// Four replicas, steady in-flight (no growth): the fleet counted 45 req/s over its 60 s
