@@ -155,13 +155,12 @@ impl DemandTracker {
     /// The least-squares slope of the demand over the samples within `window` of `now`; 0 with
     /// fewer than a third of the window covered.
     pub fn trend(&self, now: Duration, window: Duration) -> f64 {
-        self.trend_until(now, window, now)
+        self.trend_until(window, now)
     }
 
-    /// The least-squares slope of the demand over the samples within `window` before `end`
-    /// (`end` at most `now`); 0 with fewer than a third of the window covered.
-    pub fn trend_until(&self, now: Duration, window: Duration, end: Duration) -> f64 {
-        let end = end.min(now);
+    /// The least-squares slope of the demand over the samples within `window` up to `end`; 0
+    /// with fewer than a third of the window covered.
+    pub fn trend_until(&self, window: Duration, end: Duration) -> f64 {
         let pts: Vec<(f64, f64)> = self
             .samples
             .iter()

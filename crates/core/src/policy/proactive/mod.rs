@@ -1714,7 +1714,7 @@ impl Proactive {
         if !rise.is_zero() && rise < w.trend {
             let (recent, halves) = if self.config.ramp_in_halves {
                 let half = rise / 2;
-                let older = self.demand.trend_until(now, half, now.saturating_sub(half));
+                let older = self.demand.trend_until(half, now.saturating_sub(half));
                 let newer = self.demand.trend(now, half);
                 (older.min(newer), Some((older, newer)))
             } else {
