@@ -10,7 +10,7 @@ mod kube_support;
 use kube_support::{metadata, start_pod, within};
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,15 +41,20 @@ type Requests = Arc<Mutex<Vec<(Method, String, Option<String>)>>>;
 /// `resourceVersion`: the key and value it writes.
 type Interpose = Arc<Mutex<Option<(String, String)>>>;
 
+/// What the test API server's handler shares with the test: the ConfigMap's data, the
+/// requests, the `resourceVersion`, a peer's write to interpose and whether reads fail.
+type Shared = (Data, Requests, Arc<AtomicU64>, Interpose, Arc<AtomicBool>);
+
 /// The test API server: the one ConfigMap (absent while its data is `None`), answered as the
 /// API server answers GET and a JSON merge PATCH on it, with its `resourceVersion` bumped at
 /// every write and a patch that names another `resourceVersion` refused with 409 Conflict;
-/// 404 for every other path.
+/// every GET refused with 500 while `fail_reads` is set; 404 for every other path.
 struct ApiServer {
     data: Data,
     requests: Requests,
     version: Arc<AtomicU64>,
     interpose: Interpose,
+    fail_reads: Arc<AtomicBool>,
     kubeconfig: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -83,6 +88,16 @@ fn conflict() -> (StatusCode, serde_json::Value) {
     )
 }
 
+/// The API server's answer to a request it could not serve (etcd unreachable, say).
+fn internal_error() -> (StatusCode, serde_json::Value) {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": "etcdserver: request timed out",
+            "reason": "InternalError", "code": 500}),
+    )
+}
+
 fn not_found() -> (StatusCode, serde_json::Value) {
     (
         StatusCode::NOT_FOUND,
@@ -100,14 +115,10 @@ impl ApiServer {
         let requests: Requests = Arc::default();
         let version = Arc::new(AtomicU64::new(90_211));
         let interpose: Interpose = Arc::default();
+        let fail_reads = Arc::new(AtomicBool::new(false));
         let app = axum::Router::new()
             .fallback(
-                |State((data, requests, version, interpose)): State<(
-                    Data,
-                    Requests,
-                    Arc<AtomicU64>,
-                    Interpose,
-                )>,
+                |State((data, requests, version, interpose, fail_reads)): State<Shared>,
                  method: Method,
                  uri: Uri,
                  headers: HeaderMap,
@@ -122,6 +133,9 @@ impl ApiServer {
                         .push((method.clone(), uri.path().to_owned(), kind));
                     let mut stored = data.lock().unwrap();
                     let (code, json) = match (uri.path() == CONFIGMAP, stored.as_mut()) {
+                        (true, _) if method == Method::GET && fail_reads.load(Ordering::SeqCst) => {
+                            internal_error()
+                        }
                         (true, Some(map)) if method == Method::GET => (
                             StatusCode::OK,
                             configmap(map, version.load(Ordering::SeqCst)),
@@ -161,6 +175,7 @@ impl ApiServer {
                 requests.clone(),
                 version.clone(),
                 interpose.clone(),
+                fail_reads.clone(),
             ));
         tokio::spawn(async move { axum::serve(listener, app).await });
         let (dir, kubeconfig) = kube_support::kubeconfig(addr, "keda");
@@ -169,6 +184,7 @@ impl ApiServer {
             requests,
             version,
             interpose,
+            fail_reads,
             kubeconfig,
             _dir: dir,
         }
@@ -825,6 +841,55 @@ async fn a_write_that_meets_a_peers_write_is_not_made_and_the_loop_reads_again()
         assert!(first.persisted.observed_seconds < 86_000.0);
         let state = status().learned_state.clone().unwrap();
         assert_eq!(state.error, None, "a conflict is not an error: {state:?}");
+        server.shutdown().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_loop_whose_read_fails_writes_nothing_and_says_why() {
+    within("a write after a failed read", async {
+        let pod = start_busy_pod().await;
+        let mut md = metadata(&pod);
+        md.insert("rateWindowSeconds".into(), "1".into());
+        let key = learned_store::key("llm", "blind", trigger_id(&md));
+        let api = ApiServer::start(Some(BTreeMap::new())).await;
+        let server = api.scaler().await;
+        // The loop writes once its learning is its own.
+        ask_until(&server, "blind", &md, |_| api.kept(&key)).await;
+        // Then every read of the ConfigMap fails. A write without it would be blind (no room
+        // known, no `resourceVersion` to write onto): the loop reports the read's failure
+        // and writes nothing.
+        api.fail_reads.store(true, Ordering::SeqCst);
+        let count = |wanted: Method| {
+            api.requests
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|r| r.0 == wanted)
+                .count()
+        };
+        let patches = count(Method::PATCH);
+        let reads = count(Method::GET);
+        let error = ask_until(&server, "blind", &md, |_| {
+            if count(Method::PATCH) > patches {
+                return Some(Err("a write after a failed read"));
+            }
+            let status = server.loops().find("llm", "blind").unwrap().latest();
+            let error = status.learned_state.as_ref()?.error.clone()?;
+            // Two failed reads after the switch: two exchanges the loop would have written in.
+            (count(Method::GET) >= reads + 2).then_some(Ok(error))
+        })
+        .await
+        .unwrap();
+        assert!(error.starts_with("reading ConfigMap"), "{error}");
+        assert_eq!(count(Method::PATCH), patches);
+        // Once reads come back, so do the writes.
+        api.fail_reads.store(false, Ordering::SeqCst);
+        ask_until(&server, "blind", &md, |_| {
+            (count(Method::PATCH) > patches).then_some(())
+        })
+        .await;
         server.shutdown().await.unwrap();
     })
     .await;

@@ -417,7 +417,13 @@ impl LearnedWatch {
                 if !own {
                     return kept.record.err().map_or(Exchange::Kept, Exchange::Failed);
                 }
-                // A failed read does not stop the write: it reports its own failure.
+                // A write needs what the read gives it: the room this key may take and the
+                // `resourceVersion` to write onto. Without them it would be blind, over the
+                // ConfigMap's budget and over a peer's newer record; the read's failure is
+                // reported instead, and the next exchange reads again.
+                if let Err(error) = kept.record {
+                    return Exchange::Failed(error);
+                }
                 let mut record = Record {
                     persisted,
                     written_unix_seconds: now,
