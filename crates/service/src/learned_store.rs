@@ -98,22 +98,21 @@ impl Record {
     }
 }
 
-/// A read of the ConfigMap, with what a write after it needs.
+/// A read of the ConfigMap that succeeded, with what a write after it needs.
 #[derive(Debug)]
 pub struct Kept {
-    /// The record under the key, if there is one; why not, when the read failed or the value is
-    /// not a record.
+    /// The record under the key, if there is one; why not, when the value is not a record (a
+    /// write replaces it).
     pub record: Result<Option<Record>, String>,
     /// The room this key may take, bytes: what the other keys leave under
     /// [`CONFIGMAP_BUDGET`], and no more than an equal share of it among all the keys, this one
     /// included. Without the share the first triggers to write would keep whole days and the
     /// later ones nothing; with it, each write of a ConfigMap shared by more triggers than
     /// fit trims its own record to its share, and every trigger keeps its newest minutes
-    /// within one write interval. The whole budget when the ConfigMap could not be read (a
-    /// write then fails on its own, or fits).
+    /// within one write interval.
     pub room: usize,
     /// The ConfigMap's `resourceVersion` at the read, for a write that must not overwrite
-    /// another pod's in between (`None` when it could not be read).
+    /// another pod's in between (`None` only where the API server gave none).
     pub version: Option<String>,
     /// The other keys whose records were written more than [`MAX_AGE`] before the read: no pod
     /// inherits them, so the write removes them (a trigger whose metadata changed, or that
@@ -183,26 +182,17 @@ impl LearnedStore {
 
     /// As [`LearnedStore::read`], with what a write after it at `now_unix` needs: the room
     /// this key may take, the ConfigMap's `resourceVersion`, and the records no pod will
-    /// inherit any more.
-    pub async fn read_before_write(&self, key: &str, now_unix: f64) -> Kept {
-        let (data, version) = match self.get().await {
-            Ok(read) => read,
-            Err(error) => {
-                return Kept {
-                    record: Err(error),
-                    room: CONFIGMAP_BUDGET,
-                    version: None,
-                    expired: vec![],
-                };
-            }
-        };
+    /// inherit any more. A read that fails gives none of them, so no write follows it: it
+    /// would be blind, over the ConfigMap's budget and over a peer's newer record.
+    pub async fn read_before_write(&self, key: &str, now_unix: f64) -> Result<Kept, String> {
+        let (data, version) = self.get().await?;
         let expired = expired(&data, key, now_unix);
-        Kept {
+        Ok(Kept {
             record: self.parse(key, data.get(key)),
             room: room_for(&data, key, &expired),
             version,
             expired,
-        }
+        })
     }
 
     /// The ConfigMap's data and `resourceVersion`.

@@ -296,7 +296,10 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
         assert_eq!(patch.2.as_deref(), Some("application/merge-patch+json"));
         // A write based on a read is made only onto what was read: when another pod wrote in
         // between, nothing is written and the store says so; read again, the write is made.
-        let read = store.read_before_write("llm.chat.00ff", now()).await;
+        let read = store
+            .read_before_write("llm.chat.00ff", now())
+            .await
+            .unwrap();
         assert_eq!(
             read.record.as_ref().unwrap().as_ref().unwrap().persisted,
             r.persisted
@@ -312,7 +315,10 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
         );
         let kept = store.read("llm.chat.00ff").await.unwrap().unwrap();
         assert_eq!(kept.persisted, peer.persisted);
-        let read = store.read_before_write("llm.chat.00ff", now()).await;
+        let read = store
+            .read_before_write("llm.chat.00ff", now())
+            .await
+            .unwrap();
         store
             .write("llm.chat.00ff", &mine, read.version.as_deref(), &[])
             .await
@@ -338,6 +344,12 @@ async fn a_record_is_written_with_a_merge_patch_and_read_back() {
                 && error.contains("not found"),
             "{error}"
         );
+        // Nor is there anything to write onto: no room, no `resourceVersion`.
+        let error = store
+            .read_before_write("llm.chat.00ff", now())
+            .await
+            .unwrap_err();
+        assert!(error.contains("not found"), "{error}");
         let error = store
             .write("llm.chat.00ff", &r, None, &[])
             .await
@@ -572,14 +584,21 @@ async fn start_busy_pod() -> String {
     format!("http://{addr}/metrics")
 }
 
+/// A trigger on a busy pod whose loop learns its own estimate within seconds: the metadata
+/// (a 1 s rate window, so the fleet reads stable and within the SLO within a second) and the
+/// trigger's key in the ConfigMap under the ScaledObject `name`.
+async fn learning_trigger(name: &str) -> (HashMap<String, String>, String) {
+    let pod = start_busy_pod().await;
+    let mut md = metadata(&pod);
+    md.insert("rateWindowSeconds".into(), "1".into());
+    let key = learned_store::key("llm", name, trigger_id(&md));
+    (md, key)
+}
+
 #[tokio::test]
 async fn a_loop_that_learns_writes_its_learning_for_the_next_pod() {
     within("a write from a running loop", async {
-        let pod = start_busy_pod().await;
-        let mut md = metadata(&pod);
-        // A short rate window, so the fleet reads stable and within the SLO within a second.
-        md.insert("rateWindowSeconds".into(), "1".into());
-        let key = learned_store::key("llm", "busy", trigger_id(&md));
+        let (md, key) = learning_trigger("busy").await;
         // Beside it: a record of another trigger written two days ago (its metadata changed
         // since, say), one written an hour ago, and a value that is not a record.
         let record_of = |age_hours: u64| {
@@ -644,10 +663,7 @@ async fn a_loop_that_learns_writes_its_learning_for_the_next_pod() {
 #[tokio::test]
 async fn a_running_loop_adopts_a_peers_longer_history_and_outlasts_a_shorter_one() {
     within("the exchange between two pods", async {
-        let pod = start_busy_pod().await;
-        let mut md = metadata(&pod);
-        md.insert("rateWindowSeconds".into(), "1".into());
-        let key = learned_store::key("llm", "pair", trigger_id(&md));
+        let (md, key) = learning_trigger("pair").await;
         let api = ApiServer::start(Some(BTreeMap::new())).await;
         let raw = || api.raw(&key);
         let kept = || api.kept(&key);
@@ -716,10 +732,7 @@ async fn a_running_loop_adopts_a_peers_longer_history_and_outlasts_a_shorter_one
 #[tokio::test]
 async fn a_write_near_the_configmaps_size_limit_leaves_out_the_oldest_minutes_and_says_so() {
     within("a write that must fit", async {
-        let pod = start_busy_pod().await;
-        let mut md = metadata(&pod);
-        md.insert("rateWindowSeconds".into(), "1".into());
-        let key = learned_store::key("llm", "full", trigger_id(&md));
+        let (md, key) = learning_trigger("full").await;
         // An earlier pod kept a day of demand history (about 40 KB) with an estimate far below
         // what the test's pod serves, so this loop's own observations move it and it writes.
         let mut inherited = record(0.01, 254.0, Duration::from_secs(60));
@@ -809,10 +822,7 @@ async fn a_write_near_the_configmaps_size_limit_leaves_out_the_oldest_minutes_an
 #[tokio::test]
 async fn a_write_that_meets_a_peers_write_is_not_made_and_the_loop_reads_again() {
     within("a write under contention", async {
-        let pod = start_busy_pod().await;
-        let mut md = metadata(&pod);
-        md.insert("rateWindowSeconds".into(), "1".into());
-        let key = learned_store::key("llm", "race", trigger_id(&md));
+        let (md, key) = learning_trigger("race").await;
         let api = ApiServer::start(Some(BTreeMap::new())).await;
         let server = api.scaler().await;
         let status = || server.loops().find("llm", "race").unwrap().latest();
@@ -849,10 +859,7 @@ async fn a_write_that_meets_a_peers_write_is_not_made_and_the_loop_reads_again()
 #[tokio::test]
 async fn a_loop_whose_read_fails_writes_nothing_and_says_why() {
     within("a write after a failed read", async {
-        let pod = start_busy_pod().await;
-        let mut md = metadata(&pod);
-        md.insert("rateWindowSeconds".into(), "1".into());
-        let key = learned_store::key("llm", "blind", trigger_id(&md));
+        let (md, key) = learning_trigger("blind").await;
         let api = ApiServer::start(Some(BTreeMap::new())).await;
         let server = api.scaler().await;
         // The loop writes once its learning is its own.

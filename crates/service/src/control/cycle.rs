@@ -408,7 +408,11 @@ impl LearnedWatch {
         tokio::spawn(async move {
             let exchange = async {
                 let now = since_epoch().as_secs_f64();
-                let kept = store.read_before_write(&key, now).await;
+                // No write without the read: see `read_before_write`.
+                let kept = match store.read_before_write(&key, now).await {
+                    Ok(kept) => kept,
+                    Err(error) => return Exchange::Failed(error),
+                };
                 if let Ok(Some(record)) = &kept.record
                     && record.outranks(persisted.observed_seconds, now)
                 {
@@ -417,13 +421,7 @@ impl LearnedWatch {
                 if !own {
                     return kept.record.err().map_or(Exchange::Kept, Exchange::Failed);
                 }
-                // A write needs what the read gives it: the room this key may take and the
-                // `resourceVersion` to write onto. Without them it would be blind, over the
-                // ConfigMap's budget and over a peer's newer record; the read's failure is
-                // reported instead, and the next exchange reads again.
-                if let Err(error) = kept.record {
-                    return Exchange::Failed(error);
-                }
+                // A value under the key that is not a record is replaced.
                 let mut record = Record {
                     persisted,
                     written_unix_seconds: now,

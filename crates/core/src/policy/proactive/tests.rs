@@ -3438,19 +3438,21 @@ fn draining_fleet() -> FleetSignals {
     s
 }
 
+/// The explanation after two minutes of [`draining_fleet`] under `metadata`.
+fn decided_while_draining(metadata: &str) -> String {
+    Run::new(metadata, 4)
+        .steady(120, &draining_fleet())
+        .explanation
+}
+
 #[test]
 fn under_arrivals_count_a_replica_draining_a_backlog_is_not_read_as_arrivals() {
-    let signals = draining_fleet;
-    let demand = |metadata: &str| {
-        let mut r = Run::new(metadata, 4);
-        let d = r.steady(120, &signals());
-        number_after(&d.explanation, "demand ")
-    };
+    let demand = |metadata: &str| number_after(&decided_while_draining(metadata), "demand ");
     assert_eq!(demand("proactive; capacity=20; arrivals=count"), 45.0);
     assert_eq!(demand("proactive; capacity=20"), 71.67);
     // Without a span (an engine without finished counters), the rate is what there is.
     let mut r = Run::new("proactive; capacity=20; arrivals=count", 4);
-    let mut s = signals();
+    let mut s = draining_fleet();
     s.fleet.finished_window_seconds = None;
     let d = r.steady(120, &s);
     assert!(
@@ -3462,10 +3464,7 @@ fn under_arrivals_count_a_replica_draining_a_backlog_is_not_read_as_arrivals() {
 
 #[test]
 fn under_arrivals_history_the_need_reads_the_rate_and_the_history_the_count() {
-    let decided = |metadata: &str| {
-        let mut r = Run::new(metadata, 4);
-        r.steady(120, &draining_fleet()).explanation
-    };
+    let decided = decided_while_draining;
     // The need now is the rate's, as by default; the peak floor holds the counted demand.
     let history = decided("proactive; capacity=20; arrivals=history");
     assert_eq!(number_after(&history, "demand "), 71.67);
