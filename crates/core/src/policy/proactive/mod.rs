@@ -24,11 +24,13 @@
 //! 4. forecasts demand over the start-up horizon (learned from how long asked-for replicas took
 //!    to answer, or set): the current demand plus a rising trend over the horizon (at most the
 //!    slope over the last `rise` seconds: a step that has happened is not a ramp; with
-//!    `trendcap=pattern`, at most a repeating pattern's level one period ago), and the recent
+//!    `trendcap=pattern`, the default, at most a repeating pattern's level one period ago), and
+//!    the recent
 //!    peak for scale-in;
 //! 5. needs `ceil(forecast / (capacity x utilisation))` replicas, and at least what the
 //!    highest minute of demand over the peak floor's window needs (`peak=S`, half an hour by
-//!    default; with `peakat=full`, the default, at the capacity estimate itself; with
+//!    default; with `peakat=limit`, the default, at the most a saturated fleet completed per
+//!    replica where that is above the capacity estimate; with `peakat=full` at the estimate; with
 //!    `peakwhen=halved`, only once the demand has fallen below half that peak; set aside
 //!    with the hindsight floor in a pattern's troughs), what a repeating pattern expects a
 //!    start-up ahead (`periodic=on`), and the size of a static fleet the policy's own
@@ -319,7 +321,7 @@ pub struct ProactiveConfig {
     pub untested_bound: f64,
     /// The share of a sustained breach's throughput per replica (completed requests, aborted
     /// ones left out) the capacity estimate is raised to at least, where that throughput is
-    /// above it (`breached=F`, 0 <= F <= 1; 0, the default, for none): replicas whose P95 breaks its SLO while they serve it are at
+    /// above it (`breached=F`, 0 <= F <= 1; 0.8, the default, 0 for none): replicas whose P95 breaks its SLO while they serve it are at
     /// their limit, as a saturated fleet's are (`saturated=F`), before any queue has lasted a
     /// rate window; without it a breach only lowers the estimate, so one learned from light
     /// load stays a lower bound through the burst that breaks it.
@@ -329,8 +331,8 @@ pub struct ProactiveConfig {
     /// is, or makes the first estimate; `untested`, only the breach that first tests an
     /// estimate no prior, inheritance, breach or saturated fleet has (or makes the first
     /// one); `above`, whenever one is above an estimate that exists, so a breach with none to
-    /// raise makes none; `light`, only the breach that first tests an estimate that exists,
-    /// one light load set.
+    /// raise makes none; `light`, the default, only the breach that first tests an estimate
+    /// that exists, one light load set.
     pub breached_if: BreachLesson,
     /// What an inherited record's capacity starts the estimate at (`inherit=estimate|verified`):
     /// `estimate` (false), the estimate the other pod last held; `verified` (true), the lower of
@@ -748,8 +750,8 @@ impl Default for ProactiveConfig {
             backstop_itl_test: false,
             saturation_queued: false,
             untested_bound: 0.0,
-            breached: 0.0,
-            breached_if: BreachLesson::Always,
+            breached: DEFAULT_BREACHED,
+            breached_if: DEFAULT_BREACHED_IF,
             inherit_verified: false,
             floor_at_estimate: false,
             trough_needs_low_now: DEFAULT_TROUGH_NEEDS_LOW_NOW,
@@ -813,8 +815,11 @@ pub const DEFAULT_ATTAINMENT_SHARES_ITL: bool = true;
 /// Whether the hindsight's verdict sets a floor by default: yes (`floor`) since the eighteenth
 /// round, chosen on the training scenarios (`docs/evaluation/proactive.md`, section 28).
 pub const DEFAULT_HINDSIGHT_FLOOR: bool = true;
-/// Whether a repeating pattern bounds the rising trend by default (no: `off`).
-pub const DEFAULT_TREND_CAPPED_BY_PATTERN: bool = false;
+/// Whether a repeating pattern bounds the rising trend by default: yes (`pattern`) since the
+/// fifty-ninth round, chosen with `breached=0.8;breachedif=light;peakat=limit` on the training
+/// scenarios under floors of one and two (`docs/evaluation/proactive.md`, section 81); `off`
+/// before.
+pub const DEFAULT_TREND_CAPPED_BY_PATTERN: bool = true;
 /// Whether the hindsight floor yields to a repeating pattern's troughs by default: yes
 /// (`pattern`) since the twenty-second round, chosen with `ahead=2` and `ceiling=seen` on the
 /// training scenarios (`docs/evaluation/proactive.md`, section 32; alone, with `ahead=1`, a
@@ -846,9 +851,19 @@ pub const DEFAULT_TROUGH_NEEDS_LOW_NOW: bool = true;
 pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = false;
 /// Whether a due scale-in waits while in-flight requests grow, by default (no: `any`).
 pub const DEFAULT_SCALE_IN_STEADY: bool = false;
-/// How the peak floor holds its peak by default: at the capacity estimate (`full`) since the
-/// thirtieth round, chosen with `peak=1800` (section 42); at the target utilisation before.
-pub const DEFAULT_PEAK_AT: PeakAt = PeakAt::Full;
+/// How the peak floor holds its peak by default: at the most a saturated fleet completed per
+/// replica, where that is above the capacity estimate (`limit`), since the fifty-ninth round
+/// (section 81); at the capacity estimate (`full`) from the thirtieth round, chosen with
+/// `peak=1800` (section 42); at the target utilisation before.
+pub const DEFAULT_PEAK_AT: PeakAt = PeakAt::Limit;
+/// The share of a sustained breach's throughput per replica the capacity estimate is raised to
+/// at least, by default: 0.8 (`breached=0.8`) since the fifty-ninth round, with
+/// [`DEFAULT_BREACHED_IF`] (section 81); 0, none, before.
+pub const DEFAULT_BREACHED: f64 = 0.8;
+/// When a breach's lesson is taken, by default: only at the breach that first tests an estimate
+/// light load set (`light`) since the fifty-ninth round (section 81; alone, a result under the
+/// rule's 2 % in section 63); `always` before.
+pub const DEFAULT_BREACHED_IF: BreachLesson = BreachLesson::Light;
 /// Whether the peak floor holds only once the demand has fallen below half its peak, by
 /// default (no: `any`).
 pub const DEFAULT_PEAK_WHEN_HALVED: bool = false;
