@@ -2318,11 +2318,20 @@ fn a_banded_settle_withdraws_starting_replicas_only_after_a_rate_window() {
 /// within the SLO, with replicas that answer 300 s after they are asked for: the decisions
 /// every 2 s over `minutes`.
 fn late_bursts(metadata: &str, minutes: u64) -> Vec<(u64, Decision)> {
+    bursts_until(metadata, minutes, minutes)
+}
+
+/// As [`late_bursts`], with no burst from minute `last` on: 5 req/s for the rest of the run.
+fn bursts_until(metadata: &str, minutes: u64, last: u64) -> Vec<(u64, Decision)> {
     let mut r = Run::new(metadata, 1);
     let mut targets: Vec<u32> = Vec::new();
     let mut out = Vec::new();
     for t in (0..=minutes * 60).step_by(2) {
-        let offered: f64 = if t % 1200 >= 840 { 40.0 } else { 5.0 };
+        let offered: f64 = if t % 1200 >= 840 && t < last * 60 {
+            40.0
+        } else {
+            5.0
+        };
         let asked = targets.last().copied().unwrap_or(1);
         // What was asked for 300 s ago is ready, unless withdrawn since.
         let ready = targets
@@ -2401,6 +2410,48 @@ fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
     );
     // The floor is bounded by what ours spent: it never reaches the maximum.
     assert!(floor.iter().all(|(_, d)| d.target_replicas < 20));
+}
+
+#[test]
+fn under_floorlapse_a_hindsight_floor_whose_demand_is_gone_is_set_aside() {
+    // The bursts stop at minute 100; 5 req/s is within what one replica carries at 10 req/s.
+    let metadata = "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0";
+    let held = bursts_until(metadata, 200, 100);
+    let lapsing = bursts_until(&format!("{metadata}; floorlapse=1800"), 200, 100);
+    let first = same_until(&held, &lapsing, "floorlapse=1800");
+    // Set aside only once half an hour has passed since the last burst's last minute.
+    assert!(lapsing[first].0 >= (100 + 30) * 60, "{:?}", lapsing[first]);
+    let at = |run: &[(u64, Decision)], t: u64| decision_at(run, t);
+    let late = 190 * 60;
+    let kept = at(&held, late);
+    assert!(kept.target_replicas >= 2, "{}", kept.explanation);
+    assert!(kept.explanation.contains("hindsight floor: over"));
+    let gone = at(&lapsing, late);
+    assert_eq!(gone.target_replicas, 1, "{}", gone.explanation);
+    assert!(
+        gone.explanation.contains(&format!(
+            "; hindsight floor of {} replicas set aside: the demand over the last 1800 s peaked at",
+            kept.target_replicas
+        )),
+        "{}",
+        gone.explanation
+    );
+    // While the bursts recur, the demand needs the floor within every half hour: it is held.
+    let recurring = bursts_until(&format!("{metadata}; floorlapse=1800"), 200, 200);
+    assert!(
+        recurring
+            .iter()
+            .all(|(_, d)| !d.explanation.contains("floorlapse")),
+        "a recurring burst's floor lapsed"
+    );
+    assert_eq!(
+        parse_policy("proactive; floorlapse=3600")
+            .unwrap()
+            .unwrap()
+            .floor_lapse_seconds,
+        3600.0
+    );
+    assert!(parse_policy("proactive; floorlapse=-1").is_err());
 }
 
 #[test]
