@@ -2323,15 +2323,20 @@ fn late_bursts(metadata: &str, minutes: u64) -> Vec<(u64, Decision)> {
 
 /// As [`late_bursts`], with no burst from minute `last` on: 5 req/s for the rest of the run.
 fn bursts_until(metadata: &str, minutes: u64, last: u64) -> Vec<(u64, Decision)> {
+    bursts_of(
+        metadata,
+        minutes,
+        |t| if t < last * 60 { 40.0 } else { 5.0 },
+    )
+}
+
+/// As [`late_bursts`], each burst at `height(t)` req/s.
+fn bursts_of(metadata: &str, minutes: u64, height: impl Fn(u64) -> f64) -> Vec<(u64, Decision)> {
     let mut r = Run::new(metadata, 1);
     let mut targets: Vec<u32> = Vec::new();
     let mut out = Vec::new();
     for t in (0..=minutes * 60).step_by(2) {
-        let offered: f64 = if t % 1200 >= 840 && t < last * 60 {
-            40.0
-        } else {
-            5.0
-        };
+        let offered: f64 = if t % 1200 >= 840 { height(t) } else { 5.0 };
         let asked = targets.last().copied().unwrap_or(1);
         // What was asked for 300 s ago is ready, unless withdrawn since.
         let ready = targets
@@ -2452,6 +2457,61 @@ fn under_floorlapse_a_hindsight_floor_whose_demand_is_gone_is_set_aside() {
         3600.0
     );
     assert!(parse_policy("proactive; floorlapse=-1").is_err());
+}
+
+#[test]
+fn under_lapseif_peak_a_floor_lapses_only_once_its_peak_is_gone() {
+    let metadata =
+        "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0; floorlapse=1800";
+    // Bursts of 60 req/s name the floor; from minute 100 they come back at 35 req/s, within
+    // what one replica fewer than the floor carries and above half the 60 that named it, and
+    // from minute 160 they stop.
+    let height = |t: u64| match t / 60 {
+        0..100 => 60.0,
+        100..160 => 35.0,
+        _ => 5.0,
+    };
+    let fewer = bursts_of(metadata, 240, height);
+    let peak = bursts_of(&format!("{metadata}; lapseif=peak"), 240, height);
+    let floor = decision_at(&peak, 128 * 60);
+    assert!(
+        floor.explanation.contains("hindsight floor: over"),
+        "{}",
+        floor.explanation
+    );
+    let k = floor.target_replicas;
+    let lapsed = |run: &[(u64, Decision)]| {
+        run.iter()
+            .find(|(_, d)| {
+                d.explanation
+                    .contains("set aside: the demand over the last")
+            })
+            .map(|(t, d)| (*t, d.explanation.clone()))
+    };
+    // One replica fewer carries the lower bursts: `fewer` lets the floor go while they recur.
+    let (t, why) = lapsed(&fewer).expect("the floor lapses under lapseif=fewer");
+    assert!((130 * 60..160 * 60).contains(&t), "{t}: {why}");
+    assert!(
+        why.contains(&format!("within what {} replicas carry", k - 1)),
+        "{why}"
+    );
+    // They reach more than half the named peak: `peak` holds the floor until half an hour
+    // after the last of them.
+    let (t, why) = lapsed(&peak).expect("the floor lapses under lapseif=peak");
+    assert!(t >= 160 * 60 + 1800, "{t}: {why}");
+    assert!(
+        why.contains("below half the") && why.contains("lapseif=peak"),
+        "{why}"
+    );
+    assert!(decision_at(&peak, 150 * 60).target_replicas >= k);
+    assert_eq!(decision_at(&peak, 235 * 60).target_replicas, 1);
+    assert!(
+        parse_policy("proactive; lapseif=peak")
+            .unwrap()
+            .unwrap()
+            .lapse_below_peak
+    );
+    assert!(parse_policy("proactive; lapseif=half").is_err());
 }
 
 #[test]
