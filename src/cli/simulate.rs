@@ -135,6 +135,11 @@ pub(crate) struct SimulateArgs {
     /// --learned-state-configmap.
     #[arg(long)]
     pub(crate) restart_forgets: bool,
+    /// Run the policies alone: do not judge each autoscaled row against the static fleets that
+    /// could dominate it, which simulates each of them (most of a run's time when the rows are
+    /// few). The rows are marked as not judged (`statics_not_judged` in the JSON).
+    #[arg(long)]
+    pub(crate) no_static_judging: bool,
 }
 
 impl From<SimulateArgs> for SimulateOptions {
@@ -166,6 +171,7 @@ impl From<SimulateArgs> for SimulateOptions {
             warm_gap_seconds: args.warm_gap_seconds,
             restart_at_seconds: args.restart_at_seconds,
             restart_forgets: args.restart_forgets,
+            judge_statics: !args.no_static_judging,
         }
     }
 }
@@ -209,5 +215,11 @@ mod tests {
         assert_eq!(options.traces, ["step", "mooncake"]);
         assert_eq!(options.policies, ["ours", "kpa:64"]);
         assert_eq!(options.metadata, ["a=1", "b=2"]);
+    }
+
+    #[test]
+    fn no_static_judging_runs_the_policies_alone() {
+        assert!(SimulateOptions::default().judge_statics);
+        assert!(!parse(&["--no-static-judging"]).judge_statics);
     }
 }

@@ -259,6 +259,28 @@ fn every_static_fleet_that_dominates_an_autoscaled_row_is_named_and_only_those()
             "{} is dominated in this scenario",
             row.policy
         );
+        assert!(!row.statics_not_judged, "{}", row.policy);
+        // Run alone, the same row names no fleet and says it was not judged.
+        let alone = Simulation {
+            judge_statics: false,
+            ..simulation(300, &[])
+        };
+        let (_, unjudged) = alone.run_policy(&scenario, &policy).unwrap();
+        assert_eq!(
+            unjudged.slo_attainment, row.slo_attainment,
+            "{}",
+            row.policy
+        );
+        assert!(unjudged.dominated_by_static.is_empty(), "{}", row.policy);
+        assert!(unjudged.statics_not_judged, "{}", row.policy);
+        let json = serde_json::to_value(&unjudged).unwrap();
+        assert_eq!(json["statics_not_judged"], true);
+        assert!(
+            serde_json::to_value(&row)
+                .unwrap()
+                .get("statics_not_judged")
+                .is_none()
+        );
     }
     // A static fleet and the clairvoyant plan are references, not judged.
     for policy in [PolicySpec::Static(3), PolicySpec::Clairvoyant] {

@@ -103,6 +103,10 @@ pub struct SimulateOptions {
     /// With `restart_at_seconds`: the new pod starts from nothing, as without
     /// `--learned-state-configmap`, instead of from what the old one learned.
     pub restart_forgets: bool,
+    /// Judge every autoscaled row against the static fleets that could dominate it (each is
+    /// simulated for the check). `false` runs the policies alone, as when timing one, and
+    /// marks every row as not judged.
+    pub judge_statics: bool,
 }
 
 /// What a warm start adds to a seed to draw the day it learns from.
@@ -139,6 +143,7 @@ impl Default for SimulateOptions {
             warm_gap_seconds: 0.0,
             restart_at_seconds: None,
             restart_forgets: false,
+            judge_statics: true,
         }
     }
 }
@@ -499,6 +504,8 @@ pub struct Simulation {
     pub static_runs: StaticRuns,
     /// A scaler pod restart in every `ours` run.
     pub restart: Option<Restart>,
+    /// Whether each autoscaled row is judged against the static fleets that could dominate it.
+    pub judge_statics: bool,
 }
 
 impl Default for Simulation {
@@ -516,6 +523,7 @@ impl Default for Simulation {
             seed: 1,
             static_runs: StaticRuns::default(),
             restart: None,
+            judge_statics: true,
         }
     }
 }
@@ -607,8 +615,13 @@ impl Simulation {
             controller.as_mut(),
         );
         let mut report = self.summarise(&policy.name(), scenario, &result);
-        // Every autoscaled row, ours and the peers, is judged by the same rule.
-        report.dominated_by_static = self.dominating_statics(scenario, &report);
+        // Every autoscaled row, ours and the peers, is judged by the same rule, unless the
+        // run asked for the policies alone; then the row says it was not judged.
+        if self.judge_statics {
+            report.dominated_by_static = self.dominating_statics(scenario, &report);
+        } else {
+            report.statics_not_judged = true;
+        }
         Ok((result, report))
     }
 
@@ -1218,6 +1231,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             ),
             None => None,
         },
+        judge_statics: args.judge_statics,
     };
     let traces: Vec<String> = match &args.scenario_set {
         Some(set) => scenario::ScenarioSet::parse(set)?
@@ -1343,6 +1357,9 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                 );
                 if let Some(h) = &report.hindsight {
                     eprintln!("  {}", h.describe());
+                }
+                if report.statics_not_judged {
+                    eprintln!("  not judged against static fleets (--no-static-judging)");
                 }
                 if let Some(f) = report.dominated_by_static.first() {
                     eprintln!(

@@ -222,6 +222,10 @@ pub struct PolicyReport {
     /// and the clairvoyant plan, which are references.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dominated_by_static: Vec<DominatingFleet>,
+    /// An autoscaled row the run did not judge against static fleets (`--no-static-judging`):
+    /// its empty `dominated_by_static` says nothing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub statics_not_judged: bool,
 }
 
 /// A static fleet that dominates a policy's run: its size and what it reached.
@@ -311,6 +315,7 @@ pub fn summarise(
         events,
         hindsight: None,
         dominated_by_static: Vec::new(),
+        statics_not_judged: false,
     }
 }
 
