@@ -2420,8 +2420,9 @@ fn under_hindsight_floor_a_static_fleet_that_beats_ours_becomes_a_floor() {
 #[test]
 fn under_floorlapse_a_hindsight_floor_whose_demand_is_gone_is_set_aside() {
     // The bursts stop at minute 100; 5 req/s is within what one replica carries at 10 req/s.
-    let metadata = "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0";
-    let held = bursts_until(metadata, 200, 100);
+    let metadata =
+        "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0; lapseif=fewer";
+    let held = bursts_until(&format!("{metadata}; floorlapse=0"), 200, 100);
     let lapsing = bursts_until(&format!("{metadata}; floorlapse=1800"), 200, 100);
     let first = same_until(&held, &lapsing, "floorlapse=1800");
     // Set aside only once half an hour has passed since the last burst's last minute.
@@ -2471,7 +2472,7 @@ fn under_lapseif_peak_a_floor_lapses_only_once_its_peak_is_gone() {
         100..160 => 35.0,
         _ => 5.0,
     };
-    let fewer = bursts_of(metadata, 240, height);
+    let fewer = bursts_of(&format!("{metadata}; lapseif=fewer"), 240, height);
     let peak = bursts_of(&format!("{metadata}; lapseif=peak"), 240, height);
     let floor = decision_at(&peak, 128 * 60);
     assert!(
@@ -2512,6 +2513,10 @@ fn under_lapseif_peak_a_floor_lapses_only_once_its_peak_is_gone() {
             .lapse_below_peak
     );
     assert!(parse_policy("proactive; lapseif=half").is_err());
+    // The default since the sixty-second round.
+    let default = parse_policy("proactive").unwrap().unwrap();
+    assert_eq!(default.floor_lapse_seconds, 2400.0);
+    assert!(default.lapse_below_peak);
 }
 
 #[test]
@@ -2704,7 +2709,8 @@ fn under_floorsize_latest_a_smaller_fleet_named_later_lowers_the_floor() {
         }
         out
     };
-    let metadata = "proactive; capacity=10; startup=300; ceiling=off";
+    // The floor is not let go in this hour (`floorlapse=0`): the test is which fleet it holds.
+    let metadata = "proactive; capacity=10; startup=300; ceiling=off; floorlapse=0";
     let largest = run(metadata);
     let latest = run(&format!("{metadata}; floorsize=latest"));
     let end = |r: &[(u64, Decision)]| r.last().unwrap().1.clone();
