@@ -26,12 +26,12 @@ def test_cold_rows_read_as_the_evaluation_and_a_warm_run_has_its_own(tmp_path):
     assert r.returncode == 0, r.stderr
     text = md.read_text()
     cold, warm = text.split("**an hour apart** (warm)")
-    # EVALUATION.md, round 59's default: 14 of the 65 held-out and shipped seeds dominated
+    # EVALUATION.md, round 62's default: 11 of the 65 held-out and shipped seeds dominated
     # cold; working-day-conv at 1.30x the clairvoyant plan; three peers dominate the flash
     # crowd on the means.
-    assert "Seeds a static fleet dominates: 14 of 65." in cold
+    assert "Seeds a static fleet dominates: 11 of 65." in cold
     assert "| working-day-conv | 100.00 | 13.45 | 1.30 | 0 of 5 | none |" in cold
-    assert ("| flash-crowd-conv | 77.58 | 7.58 | 1.93 | 0 of 5 | `prometheus-keda-tuned`, `kpa`, "
+    assert ("| flash-crowd-conv | 77.58 | 7.09 | 1.80 | 0 of 5 | `prometheus-keda-tuned`, `kpa`, "
             "`apa` |") in cold
     assert "| batch-bursts-code | 92.62 | 16.95 | 1.41 | 5 of 5 |" in cold
     assert "shipped traces: shipped-azure-code-x2, shipped-azure-conv-x10" in cold
