@@ -5,7 +5,9 @@ files), a warm directory from docs/evaluation/ must give its own rows and criter
 missing directory must be refused with an error that names it.
 """
 
+import json
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -52,3 +54,21 @@ def test_a_missing_run_is_refused_with_its_path(tmp_path):
     assert not md.exists()
     r, _, _ = warm_rows(tmp_path, "no-equals-sign")
     assert r.returncode == 2 and "usage" in r.stderr
+
+
+def test_rows_not_judged_against_static_fleets_are_refused(tmp_path):
+    # A warm run made with `simulate --no-static-judging` names no dominating fleet because it
+    # looked for none: its rows must not be counted as undominated.
+    warm = tmp_path / "warm"
+    shutil.copytree(WARM, warm)
+    report = warm / "steps-mooncake" / "report.json"
+    rows = json.loads(report.read_text())
+    for row in rows:
+        if row["policy"] == "ours":
+            row.pop("dominated_by_static", None)
+            row["statics_not_judged"] = True
+    report.write_text(json.dumps(rows))
+    r, md, _ = warm_rows(tmp_path, f"unjudged={warm}")
+    assert r.returncode == 2
+    assert "steps-mooncake" in r.stderr and "--no-static-judging" in r.stderr
+    assert not md.exists()
