@@ -386,10 +386,9 @@ pub struct ProactiveConfig {
     pub floor_lapse_seconds: f64,
     /// What `floorlapse=S` asks of the last S seconds' demand (`lapseif=fewer|peak`;
     /// [`DEFAULT_LAPSE_BELOW_PEAK`] by default): `fewer` (false), that it stayed within what one
-    /// replica fewer than the floor's fleet carries;
-    /// `peak` (true), that no minute of it reached half the highest minute of the history that
-    /// named the fleet, so bursts that recur below one replica fewer's load keep their floor
-    /// and a crowd that does not come back lets it go.
+    /// replica fewer than the floor's fleet carries; `peak` (true), that no minute of it reached
+    /// half the highest minute of the history that named the fleet, so bursts that recur below
+    /// one replica fewer's load keep their floor and a crowd that does not come back lets it go.
     pub lapse_below_peak: bool,
     /// What a TTFT tail over its SLO says about capacity (`tail=p95|lighter`): `p95` (false),
     /// a breach whenever the P95 (or under `attainment=F`, the share) misses it; `lighter`
@@ -2450,24 +2449,26 @@ impl Proactive {
             ));
         }
         if let Some((k, peak, named_peak)) = lapsed {
-            numbers.push_str(&if self.config.lapse_below_peak {
+            // What the demand stayed within, by `lapseif`.
+            let within = if self.config.lapse_below_peak {
                 format!(
-                    "; hindsight floor of {k} replicas set aside: the demand over the last {} peaked at {} req/s, below half the {} req/s of the history that named it (floorlapse={}; lapseif=peak)",
-                    super::explain::dur(lapse),
-                    num(peak),
+                    "below half the {} req/s of the history that named it (floorlapse={}; lapseif=peak)",
                     num(named_peak),
                     num(self.config.floor_lapse_seconds),
                 )
             } else {
                 format!(
-                    "; hindsight floor of {k} replicas set aside: the demand over the last {} peaked at {} req/s, within what {} replicas carry ({} req/s; floorlapse={})",
-                    super::explain::dur(lapse),
-                    num(peak),
+                    "within what {} replicas carry ({} req/s; floorlapse={})",
                     k - 1,
                     num(f64::from(k - 1) * hindsight_carry),
                     num(self.config.floor_lapse_seconds),
                 )
-            });
+            };
+            numbers.push_str(&format!(
+                "; hindsight floor of {k} replicas set aside: the demand over the last {} peaked at {} req/s, {within}",
+                super::explain::dur(lapse),
+                num(peak),
+            ));
         }
         if let Some(bound) = untested {
             numbers.push_str(&format!(
