@@ -185,6 +185,32 @@ impl Hindsight {
         closed
     }
 
+    /// The minutes of the history whose highest demand reached `level` (requests per second),
+    /// read at `now`: the longest stretch between two of them (from the end of one to the start
+    /// of the next; `None` with fewer than two), and how long before `now` the last of them
+    /// ended. `None` when no minute reached it.
+    pub fn stretches_between(
+        &self,
+        level: f64,
+        now: Duration,
+    ) -> Option<(Option<Duration>, Duration)> {
+        let minute = MINUTE.as_secs();
+        let mut last: Option<u64> = None;
+        let mut longest: Option<u64> = None;
+        for m in self.minutes.iter().filter(|m| f64::from(m.peak) >= level) {
+            if let Some(before) = last {
+                let gap = m.index.saturating_sub(before + 1);
+                longest = Some(longest.map_or(gap, |g| g.max(gap)));
+            }
+            last = Some(m.index);
+        }
+        let ended = (last? + 1) * minute;
+        Some((
+            longest.map(|g| Duration::from_secs(g * minute)),
+            Duration::from_secs(now.as_secs().saturating_sub(ended)),
+        ))
+    }
+
     /// Whether no minute has been recorded.
     pub fn is_empty(&self) -> bool {
         self.minutes.is_empty()

@@ -3602,3 +3602,55 @@ fn under_arrivals_history_the_need_reads_the_rate_and_the_history_the_count() {
     assert_eq!(number_after(&count, "demand "), 45.0);
     assert_eq!(number_after(&count, "floor: peak "), 45.0);
 }
+
+#[test]
+fn under_lapsegap_a_floor_whose_bursts_recur_far_apart_is_kept_between_them() {
+    let metadata =
+        "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0; floorlapse=1800";
+    // Bursts of 60 req/s every 20 minutes in the first hour name the floor; then one at minute
+    // 114 and one at minute 194, each more than half an hour after the one before.
+    let height = |t: u64| match t / 60 {
+        0..60 | 100..120 | 180..200 => 60.0,
+        _ => 5.0,
+    };
+    let plain = bursts_of(metadata, 240, height);
+    let gap = bursts_of(&format!("{metadata}; lapsegap=1.5"), 240, height);
+    let k = decision_at(&plain, 80 * 60).target_replicas;
+    assert!(k > 1, "{}", decision_at(&plain, 80 * 60).explanation);
+    // The first hour's bursts came 14 minutes apart: both let the floor go half an hour after
+    // the last of them, before the burst at minute 114.
+    for run in [&plain, &gap] {
+        let d = decision_at(run, 105 * 60);
+        assert_eq!(d.target_replicas, 1, "{}", d.explanation);
+        assert!(d.explanation.contains("set aside"), "{}", d.explanation);
+    }
+    // That burst came 54 minutes after the one before: under `lapsegap=1.5` the floor is kept
+    // for 81 minutes after it, through the burst at minute 194; without, it lapses again.
+    for m in [170, 192] {
+        let (p, g) = (decision_at(&plain, m * 60), decision_at(&gap, m * 60));
+        assert_eq!(p.target_replicas, 1, "{m}: {}", p.explanation);
+        assert!(g.target_replicas >= k, "{m}: {}", g.explanation);
+        assert!(
+            g.explanation.contains(&format!(
+                "hindsight floor of {k} replicas kept: the demand last reached half the peak"
+            )) && g
+                .explanation
+                .contains("came up to 3240 s apart (lapsegap=1.5)"),
+            "{m}: {}",
+            g.explanation
+        );
+    }
+    assert_eq!(
+        parse_policy("proactive; lapsegap=2")
+            .unwrap()
+            .unwrap()
+            .lapse_gap_factor,
+        2.0
+    );
+    assert!(parse_policy("proactive; lapsegap=11").is_err());
+    assert!(parse_policy("proactive; lapsegap=-1").is_err());
+    assert_eq!(
+        parse_policy("proactive").unwrap().unwrap().lapse_gap_factor,
+        0.0
+    );
+}
