@@ -396,6 +396,38 @@ mod tests {
     }
 
     #[test]
+    fn the_stretches_between_minutes_that_reached_a_level_are_measured_between_them() {
+        // 40 req/s in minutes 10-14, 30-31 and 80 (a single decision at 80:30), 5 otherwise.
+        let demand = |t: u64| match t / 60 {
+            10..15 | 30..32 => 40.0,
+            80 if t % 60 == 30 => 40.0,
+            _ => 5.0,
+        };
+        let h = history(100 * 60, demand, |_| 1, |_| 1);
+        let at = Duration::from_secs(100 * 60);
+        // From the end of minute 31 to the start of minute 80: 48 minutes; the last ended at 81.
+        assert_eq!(
+            h.stretches_between(20.0, at),
+            Some((
+                Some(Duration::from_secs(48 * 60)),
+                Duration::from_secs(19 * 60)
+            ))
+        );
+        // One stretch of minutes reaching the level has no stretch between; none, nothing.
+        let once = history(
+            60 * 60,
+            |t| if t / 60 == 10 { 40.0 } else { 5.0 },
+            |_| 1,
+            |_| 1,
+        );
+        assert_eq!(
+            once.stretches_between(20.0, Duration::from_secs(3600)),
+            Some((None, Duration::from_secs(49 * 60)))
+        );
+        assert_eq!(h.stretches_between(50.0, at), None);
+    }
+
+    #[test]
     fn kept_minutes_read_back_as_the_history_they_were_taken_from() {
         // An hour of 10 req/s on 1 replica, then 30 min of 30 req/s on 3 (4 held).
         let h = history(
