@@ -2462,8 +2462,10 @@ fn under_floorlapse_a_hindsight_floor_whose_demand_is_gone_is_set_aside() {
 
 #[test]
 fn under_lapseif_peak_a_floor_lapses_only_once_its_peak_is_gone() {
-    let metadata =
-        "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0; floorlapse=1800";
+    // `lapsegap=0`: the lapse by `lapseif` alone (under `lapsegap`, bursts at more than half
+    // the named peak keep the floor whatever `lapseif` says).
+    let metadata = "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0; \
+                    floorlapse=1800; lapsegap=0";
     // Bursts of 60 req/s name the floor; from minute 100 they come back at 35 req/s, within
     // what one replica fewer than the floor carries and above half the 60 that named it, and
     // from minute 160 they stop.
@@ -3613,7 +3615,7 @@ fn under_lapsegap_a_floor_whose_bursts_recur_far_apart_is_kept_between_them() {
         0..60 | 100..120 | 180..200 => 60.0,
         _ => 5.0,
     };
-    let plain = bursts_of(metadata, 240, height);
+    let plain = bursts_of(&format!("{metadata}; lapsegap=0"), 240, height);
     let gap = bursts_of(&format!("{metadata}; lapsegap=1.5"), 240, height);
     let k = decision_at(&plain, 80 * 60).target_replicas;
     assert!(k > 1, "{}", decision_at(&plain, 80 * 60).explanation);
@@ -3649,8 +3651,9 @@ fn under_lapsegap_a_floor_whose_bursts_recur_far_apart_is_kept_between_them() {
     );
     assert!(parse_policy("proactive; lapsegap=11").is_err());
     assert!(parse_policy("proactive; lapsegap=-1").is_err());
+    // The default since the sixty-third round.
     assert_eq!(
         parse_policy("proactive").unwrap().unwrap().lapse_gap_factor,
-        0.0
+        1.5
     );
 }
