@@ -28,7 +28,7 @@ def test_cold_rows_read_as_the_evaluation_and_a_warm_run_has_its_own(tmp_path):
     assert r.returncode == 0, r.stderr
     text = md.read_text()
     cold, warm = text.split("**an hour apart** (warm)")
-    # EVALUATION.md, round 62's default: 11 of the 65 held-out and shipped seeds dominated
+    # EVALUATION.md, round 63's default: 11 of the 65 held-out and shipped seeds dominated
     # cold; working-day-conv at 1.30x the clairvoyant plan; three peers dominate the flash
     # crowd on the means.
     assert "Seeds a static fleet dominates: 11 of 65." in cold
