@@ -390,11 +390,11 @@ pub struct ProactiveConfig {
     /// half the highest minute of the history that named the fleet, so bursts that recur below
     /// one replica fewer's load keep their floor and a crowd that does not come back lets it go.
     pub lapse_below_peak: bool,
-    /// How far apart the floor's bursts may be before `floorlapse=S` lets it go
-    /// (`lapsegap=F`, 0 <= F <= 10, 0 for none; [`DEFAULT_LAPSE_GAP_FACTOR`] by default): a floor is set aside only once
-    /// no minute reached half the peak of the history that named it for F times the longest
-    /// stretch between two minutes that did, within the day the hindsight keeps, as well as
-    /// for S seconds. A load whose bursts recur further apart than S seconds then keeps its
+    /// How far apart the floor's bursts may be before `floorlapse=S` lets it go (`lapsegap=F`,
+    /// 0 <= F <= 10, 0 for none; [`DEFAULT_LAPSE_GAP_FACTOR`] by default): a floor is set aside
+    /// only once no minute reached half the peak of the history that named it for F times the
+    /// longest stretch between two minutes that did, within the day the hindsight keeps, as
+    /// well as for S seconds. A load whose bursts recur further apart than S seconds then keeps its
     /// floor from its second burst on; a crowd that came once has no such stretch, and lapses
     /// after S seconds as without it.
     pub lapse_gap_factor: f64,
