@@ -125,6 +125,13 @@ pub(crate) struct SimulateArgs {
     /// passes after 1800). Default 0: the run starts as the day before ended.
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     pub(crate) warm_gap_seconds: f64,
+    /// With --warm, in place of --warm-gap-seconds: the day before began this many seconds
+    /// before the run (86400: the same hours a calendar day earlier), so it ended this less
+    /// its own length before the run. A scenario of a few hours is otherwise a "day" of a few
+    /// hours, and what the pod keeps for a day (the hindsight's minutes, its floor) reaches
+    /// further back than it would in a deployment.
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) warm_day_seconds: Option<f64>,
     /// Every `ours` run's scaler pod restarts once, this many seconds into the run (a rollout,
     /// an eviction): a fresh scaler takes over, told the scale target's replicas every cycle
     /// as the service tells it, and starts from what the old pod learned, as with
@@ -169,6 +176,7 @@ impl From<SimulateArgs> for SimulateOptions {
             out: args.out,
             warm: args.warm,
             warm_gap_seconds: args.warm_gap_seconds,
+            warm_day_seconds: args.warm_day_seconds,
             restart_at_seconds: args.restart_at_seconds,
             restart_forgets: args.restart_forgets,
             judge_statics: !args.no_static_judging,

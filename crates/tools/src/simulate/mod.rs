@@ -98,6 +98,11 @@ pub struct SimulateOptions {
     /// was learned is that much older (its hindsight floor and demand history age by it).
     /// Zero (the default) joins the two days.
     pub warm_gap_seconds: f64,
+    /// With `warm`, in place of `warm_gap_seconds`: the day before began this many seconds
+    /// before the run (86,400 puts it at the same hours a calendar day earlier). What was
+    /// learned ages by this less the day before's own length (until its work was done), so a
+    /// scenario of a few hours is not read as a day that ended as the run began.
+    pub warm_day_seconds: Option<f64>,
     /// Every `ours` run's scaler pod restarts once, this many seconds into the run.
     pub restart_at_seconds: Option<f64>,
     /// With `restart_at_seconds`: the new pod starts from nothing, as without
@@ -141,6 +146,7 @@ impl Default for SimulateOptions {
             out: None,
             warm: false,
             warm_gap_seconds: 0.0,
+            warm_day_seconds: None,
             restart_at_seconds: None,
             restart_forgets: false,
             judge_statics: true,
@@ -633,6 +639,16 @@ impl Simulation {
         scenario: &Scenario,
         policy: &PolicySpec,
     ) -> anyhow::Result<Option<Persisted>> {
+        Ok(self.learned_by_end(scenario, policy)?.map(|(l, _)| l))
+    }
+
+    /// As [`Self::learned_on`], with the time the record was taken: when the run's work was
+    /// done.
+    pub fn learned_by_end(
+        &self,
+        scenario: &Scenario,
+        policy: &PolicySpec,
+    ) -> anyhow::Result<Option<(Persisted, Duration)>> {
         if !matches!(policy, PolicySpec::Ours | PolicySpec::OursWith(_)) {
             return Ok(None);
         }
@@ -643,7 +659,7 @@ impl Simulation {
             initial,
             controller.as_mut(),
         );
-        Ok(result.learned_state)
+        Ok(result.learned_state.map(|l| (l, result.end)))
     }
 
     /// An autoscaled policy's controller and the fleet it opens with: the fleet the
@@ -1252,6 +1268,23 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             args.warm_gap_seconds
         );
     }
+    if let Some(day) = args.warm_day_seconds {
+        if !args.warm {
+            anyhow::bail!(
+                "--warm-day-seconds says how long before the run the day before began, but there is no --warm: add --warm or drop --warm-day-seconds"
+            );
+        }
+        if args.warm_gap_seconds != 0.0 {
+            anyhow::bail!(
+                "--warm-day-seconds and --warm-gap-seconds both place the day before: give one of them"
+            );
+        }
+        if !(day.is_finite() && day > 0.0) {
+            anyhow::bail!(
+                "--warm-day-seconds {day} is not a time: give the seconds from the day before's start to the run's start, 86400 for a calendar day"
+            );
+        }
+    }
     let seeds: Vec<u64> = if args.seeds.is_empty() {
         vec![args.seed]
     } else {
@@ -1317,12 +1350,16 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                 );
                 let learned = match (&day_before, policy) {
                     (Some((before, sim)), PolicySpec::Ours | PolicySpec::OursWith(_)) => {
-                        let learned = sim
-                            .learned_on(before, policy)?
-                            .map(|l| l.aged(args.warm_gap_seconds));
-                        if let Some(l) = &learned {
+                        let learned = match sim.learned_by_end(before, policy)? {
+                            Some((l, end)) => {
+                                let gap = warm_gap(&args, end)?;
+                                Some((l.aged(gap), gap))
+                            }
+                            None => None,
+                        };
+                        if let Some((l, gap)) = &learned {
                             eprintln!(
-                                "  warm start from seed {}: {}, {}, {}, {} minutes of demand history",
+                                "  warm start from seed {} ({gap:.0} s after it ended): {}, {}, {}, {} minutes of demand history",
                                 sim.seed,
                                 l.capacity_per_replica.map_or("no capacity estimate".into(), |c| {
                                     format!("capacity {c:.2} req/s per replica")
@@ -1331,13 +1368,13 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                                     format!("start-up {s:.0} s")
                                 }),
                                 l.hindsight_floor.map_or("no hindsight floor".into(), |f| format!(
-                                    "hindsight floor {} replicas (found {:.0} s before that day ended)",
+                                    "hindsight floor {} replicas (found {:.0} s before this run)",
                                     f.replicas, f.age_seconds
                                 )),
                                 l.demand_history.len(),
                             );
                         }
-                        learned
+                        learned.map(|(l, _)| l)
                     }
                     _ => None,
                 };
@@ -1428,8 +1465,16 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             ));
         }
         if args.warm {
+            let placed = match args.warm_day_seconds {
+                Some(day) => format!(", a day that began {day:.0} s before the run"),
+                None if args.warm_gap_seconds > 0.0 => format!(
+                    ", a day that ended {:.0} s before the run",
+                    args.warm_gap_seconds
+                ),
+                None => ", a day that ended as the run began".to_owned(),
+            };
             markdown.push_str(&format!(
-                "\nWarm start: each `ours` run started from what the same policy learned on this scenario drawn with the seed plus {WARM_SEED_OFFSET}; the peers and static fleets start as always.\n"
+                "\nWarm start: each `ours` run started from what the same policy learned on this scenario drawn with the seed plus {WARM_SEED_OFFSET}{placed}; the peers and static fleets start as always.\n"
             ));
         }
         markdown.push('\n');
@@ -1507,6 +1552,21 @@ pub fn pareto_table(scenario: &str, points: &[ParetoPoint]) -> String {
         ));
     }
     out
+}
+
+/// How long before the run the day before's record was taken, for a warm start: `--warm-gap-seconds`,
+/// or `--warm-day-seconds` less the day before's length (`ended`, when its work was done).
+fn warm_gap(args: &SimulateOptions, ended: Duration) -> anyhow::Result<f64> {
+    let Some(day) = args.warm_day_seconds else {
+        return Ok(args.warm_gap_seconds);
+    };
+    let length = ended.as_secs_f64();
+    if day < length {
+        anyhow::bail!(
+            "--warm-day-seconds {day} is shorter than the day before, which ran {length:.0} s: give at least that, 86400 for a calendar day"
+        );
+    }
+    Ok(day - length)
 }
 
 #[cfg(test)]
@@ -1641,6 +1701,47 @@ mod tests {
             .to_string();
             assert!(e.contains(expected), "{warm} {gap}: {e}");
         }
+    }
+
+    #[test]
+    fn a_warm_day_needs_a_warm_start_a_time_and_no_gap_beside_it() {
+        for (warm, gap, day, expected) in [
+            (false, 0.0, 86_400.0, "there is no --warm"),
+            (true, 3600.0, 86_400.0, "give one of them"),
+            (true, 0.0, 0.0, "--warm-day-seconds 0 is not a time"),
+            (true, 0.0, f64::NAN, "--warm-day-seconds NaN is not a time"),
+        ] {
+            let e = run(SimulateOptions {
+                warm,
+                warm_gap_seconds: gap,
+                warm_day_seconds: Some(day),
+                ..SimulateOptions::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(expected), "{warm} {gap} {day}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_warm_day_places_the_day_before_its_length_earlier() {
+        let args = |day| SimulateOptions {
+            warm: true,
+            warm_day_seconds: day,
+            warm_gap_seconds: if day.is_none() { 600.0 } else { 0.0 },
+            ..SimulateOptions::default()
+        };
+        let ended = Duration::from_secs(7_300);
+        assert_eq!(warm_gap(&args(Some(86_400.0)), ended).unwrap(), 79_100.0);
+        assert_eq!(warm_gap(&args(Some(7_300.0)), ended).unwrap(), 0.0);
+        assert_eq!(warm_gap(&args(None), ended).unwrap(), 600.0);
+        let e = warm_gap(&args(Some(3_600.0)), ended)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--warm-day-seconds 3600 is shorter than the day before, which ran 7300 s"),
+            "{e}"
+        );
     }
 
     #[test]
