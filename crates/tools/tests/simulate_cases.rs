@@ -303,8 +303,14 @@ fn a_warm_run_starts_from_what_an_earlier_run_learned_and_a_cold_one_does_not() 
         .learned_on(&yesterday, &PolicySpec::Ours)
         .unwrap()
         .expect("the proactive policy keeps what it learned");
-    // The learning run alone ends where the judged run does.
+    // The learning run alone ends where the judged run does, and says when: the end a
+    // calendar-day placement (`--warm-day-seconds`) subtracts.
     assert_eq!(before.learned_state, Some(learned.clone()));
+    assert_eq!(
+        sim.learned_by_end(&yesterday, &PolicySpec::Ours).unwrap(),
+        Some((learned.clone(), before.end))
+    );
+    assert!(before.end >= yesterday.requests.last().unwrap().arrival);
     assert_eq!(
         sim.learned_on(&yesterday, &PolicySpec::PrometheusKeda)
             .unwrap(),
