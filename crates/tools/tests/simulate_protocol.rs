@@ -279,3 +279,48 @@ fn timed_out_clients_are_misses_that_leave_the_engine_and_count_in_ttft() {
     );
     assert!(report.completed + report.timed_out == report.requests);
 }
+
+/// The bash array `name=(...)` in `script`, its words in order.
+fn script_list(script: &str, name: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts")
+        .join(script);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let start = text
+        .find(&format!("\n{name}=("))
+        .unwrap_or_else(|| panic!("{script} has no `{name}=(` list"));
+    let body = &text[start + name.len() + 3..];
+    let end = body.find(')').expect("the list closes");
+    body[..end].split_whitespace().map(str::to_owned).collect()
+}
+
+#[test]
+fn the_scripts_run_the_sets_the_simulator_defines() {
+    // A scenario added to a set and left out of a script would leave the evaluation's tables
+    // (scripts/evaluate) or a training round (scripts/training-round) without it, unnoticed.
+    let names =
+        |set: ScenarioSet| -> Vec<String> { set.names().into_iter().map(str::to_owned).collect() };
+    assert_eq!(
+        script_list("evaluate", "training"),
+        names(ScenarioSet::Training)
+    );
+    assert_eq!(
+        script_list("evaluate", "held_out"),
+        names(ScenarioSet::HeldOut)
+    );
+    assert_eq!(
+        script_list("evaluate", "held_out_2"),
+        names(ScenarioSet::HeldOut2)
+    );
+    let round = script_list("training-round", "training");
+    let round: Vec<String> = round
+        .iter()
+        .map(|w| {
+            w.trim_start_matches("${SCENARIOS:-")
+                .trim_end_matches('}')
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(round, names(ScenarioSet::Training));
+}
