@@ -3657,3 +3657,72 @@ fn under_lapsegap_a_floor_whose_bursts_recur_far_apart_is_kept_between_them() {
         1.5
     );
 }
+
+/// Targets at 2 s decisions: 120 s at 14 req/s on two replicas (a need of two at 8 req/s per
+/// replica), then `bump` req/s for `bump_for` seconds, then 14 again for a minute.
+fn bumped(metadata: &str, bump: f64, bump_for: u64) -> Vec<(u64, u32, String)> {
+    let mut r = Run::new(metadata, 2);
+    let mut out = Vec::new();
+    for t in (0..=120 + bump_for + 60).step_by(2) {
+        let rps = if t > 120 && t <= 120 + bump_for {
+            bump
+        } else {
+            14.0
+        };
+        let d = r.at(t, &fleet(2, rps, 20.0));
+        out.push((t, d.target_replicas, d.explanation));
+    }
+    out
+}
+
+#[test]
+fn under_confirm_a_step_of_one_replica_waits_for_the_need_to_stay_above_the_target() {
+    let base = "proactive; capacity=10; startup=300; trend=0";
+    let highest = |run: &[(u64, u32, String)]| run.iter().map(|d| d.1).max().unwrap();
+    // A need one replica above the target for 30 s: asked for at once without `confirm`,
+    // not at all with `confirm=60`, which says why.
+    assert_eq!(highest(&bumped(base, 18.0, 30)), 3);
+    let waited = bumped(&format!("{base}; confirm=60"), 18.0, 30);
+    assert_eq!(highest(&waited), 2, "{waited:?}");
+    assert!(
+        waited.iter().any(|d| d
+            .2
+            .contains("need 3 above the target 2 for 10 s of the 60 s a step of one replica waits (confirm=60)")),
+        "{waited:?}"
+    );
+    // Held for longer than that, the step is taken once the need has stayed above for 60 s.
+    let held = bumped(&format!("{base}; confirm=60"), 18.0, 120);
+    let stepped = held.iter().find(|d| d.1 == 3).expect("the step is taken");
+    assert!(
+        (180..=190).contains(&stepped.0),
+        "the step waits 60 s after the need first read 3: {stepped:?}"
+    );
+    // A step of more than one replica, a burst's, goes at once: in-flight requests that grow
+    // by 40 a second on two replicas (`one_step_up_to_the_need`'s burst).
+    let mut r = Run::new(&format!("{base}; confirm=60"), 2);
+    for t in (0..=60).step_by(2) {
+        r.at(t, &fleet(2, 10.0, 20.0));
+    }
+    let answered = (62..=122)
+        .step_by(2)
+        .map(|t| (t, r.at(t, &saturated(t, 60)).target_replicas))
+        .find(|&(_, target)| target > 2)
+        .expect("the burst is answered");
+    assert!(
+        answered.1 >= 4 && answered.0 <= 70,
+        "answered within seconds: {answered:?}"
+    );
+    assert_eq!(
+        parse_policy("proactive; confirm=30")
+            .unwrap()
+            .unwrap()
+            .confirm_seconds,
+        30.0
+    );
+    assert!(parse_policy("proactive; confirm=601").is_err());
+    assert!(parse_policy("proactive; confirm=-1").is_err());
+    assert_eq!(
+        parse_policy("proactive").unwrap().unwrap().confirm_seconds,
+        0.0
+    );
+}
