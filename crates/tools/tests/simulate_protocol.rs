@@ -323,4 +323,16 @@ fn the_scripts_run_the_sets_the_simulator_defines() {
         })
         .collect();
     assert_eq!(round, names(ScenarioSet::Training));
+    // The warm rows: both held-out sets, then the three shipped traces.
+    let mut warm = names(ScenarioSet::HeldOut);
+    warm.extend(names(ScenarioSet::HeldOut2));
+    warm.extend(
+        [
+            "shipped-azure-code-x2",
+            "shipped-azure-conv-x10",
+            "shipped-mooncake-x0.5",
+        ]
+        .map(str::to_owned),
+    );
+    assert_eq!(script_list("warm-runs", "scenarios"), warm);
 }
