@@ -1252,8 +1252,9 @@ pub struct Proactive {
     /// breach was seen (fired, stabilising, rate-limited, held for starting replicas or at
     /// max). Starting capacity is not withdrawn below that level while the breach is recent.
     backstop: Option<BackstopAsk>,
-    /// Since when the need has been above the target (`confirm=S`).
-    need_above_since: Option<Duration>,
+    /// The target the need has been above, and since when (`confirm=S`); a new target starts
+    /// the wait again.
+    need_above_since: Option<(u32, Duration)>,
     /// The demand, ready and held replicas per minute over the last day, and what a static
     /// fleet would have done with that demand (recomputed once a minute).
     hindsight: Hindsight,
@@ -2069,12 +2070,9 @@ impl Proactive {
 
         let mut level = prev;
         let mut step = String::new();
-        let above_since = if need > prev {
-            Some(*self.need_above_since.get_or_insert(now))
-        } else {
-            self.need_above_since = None;
-            None
-        };
+        let kept = self.need_above_since.filter(|&(target, _)| target == prev);
+        self.need_above_since = (need > prev).then_some(kept.unwrap_or((prev, now)));
+        let above_since = self.need_above_since.map(|(_, since)| since);
         // `confirm=S`: a step of one replica waits until the need has stayed above the target
         // for S seconds.
         let confirm = Duration::from_secs_f64(self.config.confirm_seconds);

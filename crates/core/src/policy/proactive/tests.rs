@@ -3719,6 +3719,30 @@ fn under_confirm_a_step_of_one_replica_waits_for_the_need_to_stay_above_the_targ
             .confirm_seconds,
         30.0
     );
+    // The wait is for the target the need is above: a target raised meanwhile (here as the
+    // guide's backstop would) starts it again, so a need above the new target waits its own S.
+    let mut r = Run::new(&format!("{base}; confirm=60"), 2);
+    for t in (0..=120).step_by(2) {
+        r.at(t, &fleet(2, 14.0, 20.0));
+    }
+    for t in (122..=170).step_by(2) {
+        assert_eq!(r.at(t, &fleet(2, 18.0, 20.0)).target_replicas, 2);
+    }
+    r.state.level = Some(3);
+    let mut last = None;
+    for t in (172..=184).step_by(2) {
+        let mut s = fleet(3, 26.0, 20.0);
+        s.pods_total = 3;
+        last = Some(r.at(t, &s));
+    }
+    let last = last.unwrap();
+    assert_eq!(last.target_replicas, 3, "{}", last.explanation);
+    assert!(
+        last.explanation
+            .contains("need 4 above the target 3 for 12 s of the 60 s"),
+        "{}",
+        last.explanation
+    );
     assert!(parse_policy("proactive; confirm=601").is_err());
     assert!(parse_policy("proactive; confirm=-1").is_err());
     assert_eq!(
