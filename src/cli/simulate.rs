@@ -13,7 +13,7 @@ pub(crate) struct SimulateArgs {
     /// generated scenario (a rate curve, sizes from a bundled trace, arrivals from --seed):
     /// training set diurnal-conv, flash-crowd-code, batch-bursts-conv, ramp-code,
     /// on-off-mooncake, lulls-conv, short-troughs-code, swell-mooncake, on-off-conv,
-    /// early-crowd-conv; held-out set working-day-conv, flash-crowd-conv, batch-bursts-code,
+    /// early-crowd-conv, two-crowds-conv; held-out set working-day-conv, flash-crowd-conv, batch-bursts-code,
     /// slow-ramp-conv, diurnal-mooncake, on-off-code; second held-out set
     /// irregular-bursts-conv, working-day-code, steps-mooncake, flash-crowds-code. Repeat for
     /// several scenarios.

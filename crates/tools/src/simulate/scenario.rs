@@ -225,6 +225,17 @@ pub const GENERATED: &[Generated] = &[
         sizes: "azure-conv",
         curve: early_crowd_curve,
     },
+    // Added to the training set on 2026-12-06 (EVALUATION.md, "Scenarios"): no other training
+    // scenario has two crowds in a day more than 40 minutes apart, so none shows what a pod
+    // that learned the day before keeps between them (docs/evaluation/proactive.md, section 88).
+    Generated {
+        name: "two-crowds-conv",
+        set: ScenarioSet::Training,
+        description: "4 req/s with crowds of 32 req/s for 10 min at 40 min and 24 req/s for 8 min at 150 min, 4 h",
+        hours: 4.0,
+        sizes: "azure-conv",
+        curve: two_crowds_curve,
+    },
     // Held-out set: other shapes, sizes and timings than any training scenario.
     Generated {
         name: "working-day-conv",
@@ -367,6 +378,12 @@ fn minutes_curve(minutes: usize, base: f64, stretches: &[(usize, usize, f64)]) -
 /// ahead) is sized for the light load.
 fn early_crowd_curve() -> RateCurve {
     minutes_curve(120, 6.0, &[(0, 12, 1.5), (12, 12, 26.0)])
+}
+
+/// `two-crowds-conv`'s curve: a crowd, a hundred quiet minutes, a smaller and shorter crowd,
+/// and 82 quiet minutes after it.
+fn two_crowds_curve() -> RateCurve {
+    minutes_curve(240, 4.0, &[(40, 10, 32.0), (150, 8, 24.0)])
 }
 
 /// `irregular-bursts-conv`'s curve: bursts of different sizes and lengths at uneven gaps.
@@ -799,6 +816,23 @@ mod tests {
         assert_eq!(
             runs(&per_minute(&c, g.hours)),
             vec![(1.5, 12), (26.0, 12), (6.0, 96)]
+        );
+        assert_eq!(c.rate_at(g.hours * HOUR + 1.0), 0.0);
+    }
+
+    #[test]
+    fn two_crowds_conv_is_a_training_day_whose_crowds_are_a_hundred_minutes_apart() {
+        let g = GENERATED
+            .iter()
+            .find(|g| g.name == "two-crowds-conv")
+            .unwrap();
+        assert_eq!(g.set, ScenarioSet::Training);
+        assert_eq!(g.sizes, "azure-conv");
+        assert!(ScenarioSet::Training.names().contains(&"two-crowds-conv"));
+        let c = (g.curve)();
+        assert_eq!(
+            runs(&per_minute(&c, g.hours)),
+            vec![(4.0, 40), (32.0, 10), (4.0, 100), (24.0, 8), (4.0, 82)]
         );
         assert_eq!(c.rate_at(g.hours * HOUR + 1.0), 0.0);
     }
