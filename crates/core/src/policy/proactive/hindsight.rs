@@ -187,20 +187,24 @@ impl Hindsight {
 
     /// The minutes of the history whose highest demand reached `level` (requests per second),
     /// read at `now`: the longest stretch between two of them (from the end of one to the start
-    /// of the next; `None` with fewer than two), and how long before `now` the last of them
-    /// ended. `None` when no minute reached it.
+    /// of the next; `None` with fewer than two, or when every stretch is longer than `at_most`),
+    /// and how long before `now` the last of them ended. `None` when no minute reached it.
     pub fn stretches_between(
         &self,
         level: f64,
         now: Duration,
+        at_most: Option<Duration>,
     ) -> Option<(Option<Duration>, Duration)> {
         let minute = MINUTE.as_secs();
+        let bound = at_most.map(|d| d.as_secs() / minute);
         let mut last: Option<u64> = None;
         let mut longest: Option<u64> = None;
         for m in self.minutes.iter().filter(|m| f64::from(m.peak) >= level) {
             if let Some(before) = last {
                 let gap = m.index.saturating_sub(before + 1);
-                longest = Some(longest.map_or(gap, |g| g.max(gap)));
+                if bound.is_none_or(|b| gap <= b) {
+                    longest = Some(longest.map_or(gap, |g| g.max(gap)));
+                }
             }
             last = Some(m.index);
         }
@@ -407,11 +411,25 @@ mod tests {
         let at = Duration::from_secs(100 * 60);
         // From the end of minute 31 to the start of minute 80: 48 minutes; the last ended at 81.
         assert_eq!(
-            h.stretches_between(20.0, at),
+            h.stretches_between(20.0, at, None),
             Some((
                 Some(Duration::from_secs(48 * 60)),
                 Duration::from_secs(19 * 60)
             ))
+        );
+        // Bounded at half an hour, the 48 minutes are not counted and the 15 before them are;
+        // bounded below both, only the none between a burst's own minutes is, and the last
+        // minute's age is still read.
+        assert_eq!(
+            h.stretches_between(20.0, at, Some(Duration::from_secs(30 * 60))),
+            Some((
+                Some(Duration::from_secs(15 * 60)),
+                Duration::from_secs(19 * 60)
+            ))
+        );
+        assert_eq!(
+            h.stretches_between(20.0, at, Some(Duration::from_secs(10 * 60))),
+            Some((Some(Duration::ZERO), Duration::from_secs(19 * 60)))
         );
         // One stretch of minutes reaching the level has no stretch between; none, nothing.
         let once = history(
@@ -421,10 +439,10 @@ mod tests {
             |_| 1,
         );
         assert_eq!(
-            once.stretches_between(20.0, Duration::from_secs(3600)),
+            once.stretches_between(20.0, Duration::from_secs(3600), None),
             Some((None, Duration::from_secs(49 * 60)))
         );
-        assert_eq!(h.stretches_between(50.0, at), None);
+        assert_eq!(h.stretches_between(50.0, at, None), None);
     }
 
     #[test]

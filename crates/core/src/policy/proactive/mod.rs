@@ -398,6 +398,12 @@ pub struct ProactiveConfig {
     /// floor from its second burst on; a crowd that came once has no such stretch, and lapses
     /// after S seconds as without it.
     pub lapse_gap_factor: f64,
+    /// The longest stretch between the floor's bursts `lapsegap=F` counts (`lapsegapmax=S`,
+    /// 0 <= S <= 86400 seconds; 0, any, by default): a longer one says nothing about when the
+    /// next burst comes. The stretch from yesterday's last crowd to today's first, most of a day
+    /// while yesterday's is still in the hindsight's day, would otherwise keep a floor the
+    /// whole of today.
+    pub lapse_gap_max_seconds: f64,
     /// How long a step of one replica waits (`confirm=S`, 0 <= S <= 600 seconds; 0, none, by
     /// default): the need must have stayed above the target for S seconds before one more
     /// replica is asked for. A need that crosses a whole replica and falls back within S seconds
@@ -790,6 +796,7 @@ impl Default for ProactiveConfig {
             lapse_below_peak: DEFAULT_LAPSE_BELOW_PEAK,
             floor_lapse_seconds: DEFAULT_FLOOR_LAPSE_SECONDS,
             lapse_gap_factor: DEFAULT_LAPSE_GAP_FACTOR,
+            lapse_gap_max_seconds: 0.0,
             confirm_seconds: 0.0,
         }
     }
@@ -1015,7 +1022,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did) and `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts) and `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -1137,6 +1144,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                         | "breached"
                         | "floorlapse"
                         | "lapsegap"
+                        | "lapsegapmax"
                         | "confirm"
                 );
                 let x: f64 = v
@@ -1170,6 +1178,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "breached" if x <= 1.0 => c.breached = x,
                     "floorlapse" if x <= 86_400.0 => c.floor_lapse_seconds = x,
                     "lapsegap" if x <= 10.0 => c.lapse_gap_factor = x,
+                    "lapsegapmax" if x <= 86_400.0 => c.lapse_gap_max_seconds = x,
                     "confirm" if x <= 600.0 => c.confirm_seconds = x,
                     "ahead" if (1.0..=10.0).contains(&x) => c.trough_ahead_startups = x,
                     "periods" if forecast::PATTERN_PERIODS.contains(&x) => c.pattern_periods = x,
@@ -1947,24 +1956,37 @@ impl Proactive {
                 .map(|((k, named_peak), (peak, _))| (k, peak, named_peak))
         };
         // `lapsegap=F`: not before F times the longest stretch between the minutes that reached
-        // half the named peak has passed since the last of them.
+        // half the named peak has passed since the last of them (`lapsegapmax=S`: a stretch
+        // longer than S seconds not counted).
         let mut kept_by_gap = None;
+        let mut gap_not_counted = None;
         let lapsed = lapsed.filter(|&(k, _, named_peak)| {
             if self.config.lapse_gap_factor <= 0.0 {
                 return true;
             }
-            let Some((Some(longest), since)) = self
-                .hindsight
-                .stretches_between(0.5 * named_peak, history_now)
-            else {
-                return true;
+            let at_most = (self.config.lapse_gap_max_seconds > 0.0)
+                .then(|| Duration::from_secs_f64(self.config.lapse_gap_max_seconds));
+            let stretches = |at_most| {
+                self.hindsight
+                    .stretches_between(0.5 * named_peak, history_now, at_most)
             };
-            let wait = longest.mul_f64(self.config.lapse_gap_factor);
-            if since >= wait {
-                return true;
+            let keeps = |stretch: Option<(Option<Duration>, Duration)>| match stretch {
+                Some((Some(longest), since)) => {
+                    (since < longest.mul_f64(self.config.lapse_gap_factor)).then_some(longest)
+                }
+                _ => None,
+            };
+            let counted = stretches(at_most);
+            if let Some(longest) = keeps(counted) {
+                let since = counted.map_or(Duration::ZERO, |(_, since)| since);
+                kept_by_gap = Some((k, longest, since));
+                return false;
             }
-            kept_by_gap = Some((k, longest, since));
-            false
+            // Said in the decision when a stretch the bound left out would have kept it.
+            if let Some(bound) = at_most {
+                gap_not_counted = keeps(stretches(None)).map(|longest| (longest, bound));
+            }
+            true
         });
         let static_floor = static_floor.filter(|_| lapsed.is_none());
         // `troughs=pattern`: in a repeating pattern's trough the pattern sizes the fleet.
@@ -2538,10 +2560,28 @@ impl Proactive {
         }
         if let Some((k, longest, since)) = kept_by_gap {
             numbers.push_str(&format!(
-                "; hindsight floor of {k} replicas kept: the demand last reached half the peak of the history that named it {} ago, and its bursts came up to {} apart (lapsegap={})",
+                "; hindsight floor of {k} replicas kept: the demand last reached half the peak of the history that named it {} ago, and its bursts came up to {} apart (lapsegap={}{})",
                 super::explain::dur(since),
                 super::explain::dur(longest),
                 num(self.config.lapse_gap_factor),
+                if self.config.lapse_gap_max_seconds > 0.0 {
+                    format!(
+                        ", stretches up to {} counted",
+                        super::explain::dur(Duration::from_secs_f64(
+                            self.config.lapse_gap_max_seconds
+                        ))
+                    )
+                } else {
+                    String::new()
+                },
+            ));
+        }
+        if let Some((longest, bound)) = gap_not_counted {
+            numbers.push_str(&format!(
+                "; its bursts came {} apart, longer than the {} stretch lapsegap counts (lapsegapmax={}), so that stretch is not waited for",
+                super::explain::dur(longest),
+                super::explain::dur(bound),
+                num(self.config.lapse_gap_max_seconds),
             ));
         }
         if let Some(bound) = untested {

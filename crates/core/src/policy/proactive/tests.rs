@@ -3658,6 +3658,68 @@ fn under_lapsegap_a_floor_whose_bursts_recur_far_apart_is_kept_between_them() {
     );
 }
 
+#[test]
+fn under_lapsegapmax_a_stretch_longer_than_the_bound_is_not_waited_for() {
+    // `under_lapsegap_a_floor_whose_bursts_recur_far_apart_is_kept_between_them`'s load: the
+    // burst at minute 114 came 54 minutes after the one before.
+    let metadata = "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0; \
+                    floorlapse=1800; lapsegap=1.5";
+    let height = |t: u64| match t / 60 {
+        0..60 | 100..120 | 180..200 => 60.0,
+        _ => 5.0,
+    };
+    let plain = bursts_of(&format!("{metadata}; lapsegap=0"), 240, height);
+    let k = decision_at(&plain, 80 * 60).target_replicas;
+    assert!(k > 1, "{}", decision_at(&plain, 80 * 60).explanation);
+    // Bounded at 40 minutes, the 54 are not counted, and the floor lapses as without `lapsegap`.
+    let short = bursts_of(&format!("{metadata}; lapsegapmax=2400"), 240, height);
+    // Bounded at an hour, they are, and it is kept as under `lapsegap=1.5` alone.
+    let long = bursts_of(&format!("{metadata}; lapsegapmax=3600"), 240, height);
+    for m in [170, 192] {
+        let (p, s, l) = (
+            decision_at(&plain, m * 60),
+            decision_at(&short, m * 60),
+            decision_at(&long, m * 60),
+        );
+        assert_eq!(
+            s.target_replicas, p.target_replicas,
+            "{m}: {}",
+            s.explanation
+        );
+        assert!(
+            s.explanation.contains(
+                "its bursts came 3240 s apart, longer than the 2400 s stretch lapsegap counts (lapsegapmax=2400)"
+            ),
+            "{m}: {}",
+            s.explanation
+        );
+        assert!(l.target_replicas >= k, "{m}: {}", l.explanation);
+        assert!(
+            l.explanation
+                .contains("came up to 3240 s apart (lapsegap=1.5, stretches up to 3600 s counted)"),
+            "{m}: {}",
+            l.explanation
+        );
+    }
+    assert_eq!(
+        parse_policy("proactive; lapsegapmax=7200")
+            .unwrap()
+            .unwrap()
+            .lapse_gap_max_seconds,
+        7200.0
+    );
+    assert!(parse_policy("proactive; lapsegapmax=86401").is_err());
+    assert!(parse_policy("proactive; lapsegapmax=-1").is_err());
+    // Any stretch counts by default.
+    assert_eq!(
+        parse_policy("proactive")
+            .unwrap()
+            .unwrap()
+            .lapse_gap_max_seconds,
+        0.0
+    );
+}
+
 /// Targets at 2 s decisions: 120 s at 14 req/s on two replicas (a need of two at 8 req/s per
 /// replica), then `bump` req/s for `bump_for` seconds, then 14 again for a minute.
 fn bumped(metadata: &str, bump: f64, bump_for: u64) -> Vec<(u64, u32, String)> {
