@@ -1970,21 +1970,21 @@ impl Proactive {
                 self.hindsight
                     .stretches_between(0.5 * named_peak, history_now, at_most)
             };
+            // The longest stretch and the time since the last burst, while they keep the floor.
+            let factor = self.config.lapse_gap_factor;
             let keeps = |stretch: Option<(Option<Duration>, Duration)>| match stretch {
-                Some((Some(longest), since)) => {
-                    (since < longest.mul_f64(self.config.lapse_gap_factor)).then_some(longest)
+                Some((Some(longest), since)) if since < longest.mul_f64(factor) => {
+                    Some((longest, since))
                 }
                 _ => None,
             };
-            let counted = stretches(at_most);
-            if let Some(longest) = keeps(counted) {
-                let since = counted.map_or(Duration::ZERO, |(_, since)| since);
+            if let Some((longest, since)) = keeps(stretches(at_most)) {
                 kept_by_gap = Some((k, longest, since));
                 return false;
             }
             // Said in the decision when a stretch the bound left out would have kept it.
             if let Some(bound) = at_most {
-                gap_not_counted = keeps(stretches(None)).map(|longest| (longest, bound));
+                gap_not_counted = keeps(stretches(None)).map(|(longest, _)| (longest, bound));
             }
             true
         });
