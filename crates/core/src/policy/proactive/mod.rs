@@ -1979,7 +1979,7 @@ impl Proactive {
                 _ => None,
             };
             if let Some((longest, since)) = keeps(stretches(at_most)) {
-                kept_by_gap = Some((k, longest, since));
+                kept_by_gap = Some((k, longest, since, at_most));
                 return false;
             }
             // Said in the decision when a stretch the bound left out would have kept it.
@@ -2558,22 +2558,16 @@ impl Proactive {
                 num(peak),
             ));
         }
-        if let Some((k, longest, since)) = kept_by_gap {
+        if let Some((k, longest, since, at_most)) = kept_by_gap {
             numbers.push_str(&format!(
                 "; hindsight floor of {k} replicas kept: the demand last reached half the peak of the history that named it {} ago, and its bursts came up to {} apart (lapsegap={}{})",
                 super::explain::dur(since),
                 super::explain::dur(longest),
                 num(self.config.lapse_gap_factor),
-                if self.config.lapse_gap_max_seconds > 0.0 {
-                    format!(
-                        ", stretches up to {} counted",
-                        super::explain::dur(Duration::from_secs_f64(
-                            self.config.lapse_gap_max_seconds
-                        ))
-                    )
-                } else {
-                    String::new()
-                },
+                at_most.map_or(String::new(), |bound| format!(
+                    ", stretches up to {} counted",
+                    super::explain::dur(bound)
+                )),
             ));
         }
         if let Some((longest, bound)) = gap_not_counted {

@@ -3605,18 +3605,22 @@ fn under_arrivals_history_the_need_reads_the_rate_and_the_history_the_count() {
     assert_eq!(number_after(&count, "floor: peak "), 45.0);
 }
 
-#[test]
-fn under_lapsegap_a_floor_whose_bursts_recur_far_apart_is_kept_between_them() {
+/// Four hours under `settings` (after a floor that lapses after half an hour): bursts of 60 req/s
+/// every 20 minutes in the first hour name the floor; then one at minute 114 and one at minute
+/// 194, each more than half an hour after the one before.
+fn far_apart_bursts(settings: &str) -> Vec<(u64, Decision)> {
     let metadata =
         "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0; floorlapse=1800";
-    // Bursts of 60 req/s every 20 minutes in the first hour name the floor; then one at minute
-    // 114 and one at minute 194, each more than half an hour after the one before.
-    let height = |t: u64| match t / 60 {
+    bursts_of(&format!("{metadata}; {settings}"), 240, |t| match t / 60 {
         0..60 | 100..120 | 180..200 => 60.0,
         _ => 5.0,
-    };
-    let plain = bursts_of(&format!("{metadata}; lapsegap=0"), 240, height);
-    let gap = bursts_of(&format!("{metadata}; lapsegap=1.5"), 240, height);
+    })
+}
+
+#[test]
+fn under_lapsegap_a_floor_whose_bursts_recur_far_apart_is_kept_between_them() {
+    let plain = far_apart_bursts("lapsegap=0");
+    let gap = far_apart_bursts("lapsegap=1.5");
     let k = decision_at(&plain, 80 * 60).target_replicas;
     assert!(k > 1, "{}", decision_at(&plain, 80 * 60).explanation);
     // The first hour's bursts came 14 minutes apart: both let the floor go half an hour after
@@ -3660,21 +3664,14 @@ fn under_lapsegap_a_floor_whose_bursts_recur_far_apart_is_kept_between_them() {
 
 #[test]
 fn under_lapsegapmax_a_stretch_longer_than_the_bound_is_not_waited_for() {
-    // `under_lapsegap_a_floor_whose_bursts_recur_far_apart_is_kept_between_them`'s load: the
-    // burst at minute 114 came 54 minutes after the one before.
-    let metadata = "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0; \
-                    floorlapse=1800; lapsegap=1.5";
-    let height = |t: u64| match t / 60 {
-        0..60 | 100..120 | 180..200 => 60.0,
-        _ => 5.0,
-    };
-    let plain = bursts_of(&format!("{metadata}; lapsegap=0"), 240, height);
+    // The burst at minute 114 came 54 minutes after the one before.
+    let plain = far_apart_bursts("lapsegap=0");
     let k = decision_at(&plain, 80 * 60).target_replicas;
     assert!(k > 1, "{}", decision_at(&plain, 80 * 60).explanation);
     // Bounded at 40 minutes, the 54 are not counted, and the floor lapses as without `lapsegap`.
-    let short = bursts_of(&format!("{metadata}; lapsegapmax=2400"), 240, height);
+    let short = far_apart_bursts("lapsegap=1.5; lapsegapmax=2400");
     // Bounded at an hour, they are, and it is kept as under `lapsegap=1.5` alone.
-    let long = bursts_of(&format!("{metadata}; lapsegapmax=3600"), 240, height);
+    let long = far_apart_bursts("lapsegap=1.5; lapsegapmax=3600");
     for m in [170, 192] {
         let (p, s, l) = (
             decision_at(&plain, m * 60),
