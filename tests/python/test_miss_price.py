@@ -77,6 +77,12 @@ def test_means_over_seeds_and_peers_and_the_plan_no_one_can_run(tmp_path):
     assert "| never |" in r.stdout
     assert "`static:1` up to 0.43; `kpa` 0.43-40.0; `static:2` 40.0-100;" in r.stdout
     assert "clairvoyant" not in r.stdout and "guide" not in r.stdout
+    # A peer that ran on fewer seeds than ours is left out, and the script says so.
+    runs = [x for x in runs if not (x["policy"] == "kpa" and x["seed"] == 2)]
+    r = price(write(tmp_path, "r.json", runs))
+    assert r.returncode == 0, r.stderr
+    assert "kpa on s has no rows on seeds 2 that ours ran; left out" in r.stderr
+    assert "`kpa`" not in r.stdout
 
 
 def test_tables_take_their_request_counts_from_a_report(tmp_path):
