@@ -149,12 +149,34 @@ def test_the_committed_tables_are_what_the_script_makes_of_the_committed_rows(tm
     assert r.returncode == 0, r.stderr
     committed = ROOT / "docs" / "evaluation" / "miss-price"
     for name in ["training.md", "training-floor2.md", "held-out.md", "training.svg",
-                 "training-floor2.svg", "held-out.svg"]:
+                 "training-floor2.svg", "held-out.svg", "rounds.md"]:
         assert (tmp_path / name).read_text() == (committed / name).read_text(), name
     # The numbers EVALUATION.md and proactive.md section 89 quote.
     training = (tmp_path / "training.md").read_text()
     assert "| two-crowds-conv | 80.68 / 7.68 | 0.330 | never | 17 % more at 0.52 |" in training
     assert "| diurnal-conv | 100.00 / 10.59 | 0.120 | 0.086-5,650 |" in training
+    rounds = (tmp_path / "rounds.md").read_text()
+    assert ("| `ours:policy=proactive;confirm=60` | 10 | -3,569 | -1,072 | -0.50 % | +0.70 % | "
+            "up to 3.3 |") in rounds
     held_out = (tmp_path / "held-out.md").read_text()
     assert "| working-day-conv | 100.00 / 13.45 | 0.150 | 0.4-8,632 |" in held_out
     assert "| azure-conv poisson x10 | 99.99 / 7.07 | 0.132 | never | 20 % more at 2.4 |" in held_out
+
+
+def test_variants_are_priced_against_the_default_over_its_scenarios(tmp_path):
+    # Two scenarios, one seed, 3,600 requests each. The default spends 1 GPU-h and misses 360
+    # on each; the variant saves 0.5 GPU-h on s (1,800 GPU-s) and misses 180 more on t.
+    runs = [run("ours", 1, 0.9, 1.0), run("ours", 1, 0.9, 1.0, scenario="t"),
+            run("ours:x", 1, 0.9, 0.5), run("ours:x", 1, 0.85, 1.0, scenario="t"),
+            run("kpa", 1, 0.1, 0.1)]
+    r = price(write(tmp_path, "r.json", runs), "--variants", "ours")
+    assert r.returncode == 0, r.stderr
+    # Costs at 1 GPU-s per miss: default 7,200 + 720 = 7,920, variant 5,400 + 900 = 6,300
+    # (-20.45 %); at 10: 14,400 against 14,400 (0 %); it costs less up to 1,800 / 180 = 10.
+    assert "| `ours:x` | 2 | -1,800 | -180 | -20.45 % | +0.00 % | up to 10.0 |" in r.stdout
+    assert "kpa" not in r.stdout
+    # A variant that lacks a scenario the default ran, and a default that is not there.
+    r = price(write(tmp_path, "gap.json", runs[:3]), "--variants", "ours")
+    assert r.returncode == 2 and "ours:x has no rows on t seeds 1" in r.stderr
+    r = price(write(tmp_path, "r.json", runs), "--variants", "ours:y")
+    assert r.returncode == 2 and "no rows of 'ours:y'" in r.stderr
