@@ -336,3 +336,54 @@ fn the_scripts_run_the_sets_the_simulator_defines() {
     );
     assert_eq!(script_list("warm-runs", "scenarios"), warm);
 }
+
+/// Asks for `to` replicas at `at`, one after another.
+struct Asks(Vec<(Duration, u32)>);
+
+impl Autoscaler for Asks {
+    fn next_wake(&self) -> Option<Duration> {
+        self.0.first().map(|a| a.0)
+    }
+
+    fn wake(&mut self, _now: Duration, _fleet: &VirtualFleet) -> Option<u32> {
+        Some(self.0.remove(0).1)
+    }
+}
+
+#[test]
+fn replicas_withdrawn_while_starting_are_billed_and_counted_apart() {
+    let settings = FleetSettings {
+        startup_delay: Duration::from_secs(300),
+        ..FleetSettings::default()
+    };
+    let sizes = scenario::bundled_sizes("azure-conv").unwrap();
+    let requests = generate::poisson(&RateCurve::Constant(2.0), 900.0, &sizes, 1);
+    // Three replicas asked for at 10 s, two withdrawn at 110 s (they would serve from 310 s),
+    // the third ready at 310 s and kept.
+    let mut asks = Asks(vec![
+        (Duration::from_secs(10), 4),
+        (Duration::from_secs(110), 2),
+    ]);
+    let run = fleet::run(&requests, &settings, 1, &mut asks);
+    assert!(
+        (run.withdrawn_seconds - 2.0 * 100.0).abs() < 1e-6,
+        "{}",
+        run.withdrawn_seconds
+    );
+    let done = run.end.as_secs_f64();
+    let billed = done + (done - 10.0) + 2.0 * 100.0;
+    assert!(
+        (run.replica_seconds - billed).abs() < 1e-6,
+        "{} against {billed}",
+        run.replica_seconds
+    );
+    // A replica that became ready and was removed later is not a withdrawn start-up.
+    let mut later = Asks(vec![
+        (Duration::from_secs(10), 2),
+        (Duration::from_secs(400), 1),
+    ]);
+    assert_eq!(
+        fleet::run(&requests, &settings, 1, &mut later).withdrawn_seconds,
+        0.0
+    );
+}

@@ -490,6 +490,9 @@ pub struct RunResult {
     /// Replica-seconds from the start until the fleet's work is done (the last request
     /// finished or gave up), counting starting replicas and draining ones until they drain.
     pub replica_seconds: f64,
+    /// Of `replica_seconds`, those of replicas removed while still starting: asked for, then
+    /// withdrawn before they served a request.
+    pub withdrawn_seconds: f64,
     /// When the run's work was done (at least the last arrival).
     pub end: Duration,
     /// Changes of the replica count asked for.
@@ -591,17 +594,21 @@ pub fn run(
         .unwrap_or(horizon)
         .max(horizon)
         .min(end);
-    let replica_seconds = fleet
+    let billed = |r: &Replica| {
+        let stop = r.ended.unwrap_or(done).min(done);
+        stop.saturating_sub(r.created).as_secs_f64()
+    };
+    let replica_seconds = fleet.replicas.iter().map(billed).sum();
+    let withdrawn_seconds = fleet
         .replicas
         .iter()
-        .map(|r| {
-            let stop = r.ended.unwrap_or(done).min(done);
-            stop.saturating_sub(r.created).as_secs_f64()
-        })
+        .filter(|r| r.ended.is_some() && matches!(r.state, ReplicaState::Starting { .. }))
+        .map(billed)
         .sum();
     RunResult {
         outcomes: fleet.outcomes,
         replica_seconds,
+        withdrawn_seconds,
         end: done,
         events,
         series,

@@ -584,6 +584,7 @@ impl Simulation {
         report.scenario = scenario.name.clone();
         report.seed = self.seed;
         report.gpu_hours_lower_bound = self.lower_bound_hours(scenario);
+        report.gpu_hours_withdrawn = result.withdrawn_seconds / 3600.0;
         report.hindsight.clone_from(&result.hindsight);
         report
     }

@@ -190,6 +190,9 @@ pub struct PolicyReport {
     pub e2e_slo_attainment: f64,
     /// Replica-hours, counting replicas still starting and draining.
     pub gpu_hours: f64,
+    /// Of `gpu_hours`, those of replicas withdrawn while still starting (asked for, then
+    /// removed before they served a request).
+    pub gpu_hours_withdrawn: f64,
     /// Changes of the replica count.
     pub scale_events: usize,
     /// Scale-ins followed by a scale-out within 5 minutes.
@@ -300,6 +303,7 @@ pub fn summarise(
         slo_attainment: share(met),
         e2e_slo_attainment: share(e2e_met),
         gpu_hours: replica_seconds / 3600.0,
+        gpu_hours_withdrawn: 0.0,
         scale_events: events.len(),
         flaps: count_flaps(&events),
         max_replicas: events.iter().map(|e| e.to.max(e.from)).max().unwrap_or(0),
