@@ -337,7 +337,7 @@ fn the_scripts_run_the_sets_the_simulator_defines() {
     assert_eq!(script_list("warm-runs", "scenarios"), warm);
 }
 
-/// Asks for `to` replicas at `at`, one after another.
+/// Asks, at each instant of its list in turn, for the replica count paired with it.
 struct Asks(Vec<(Duration, u32)>);
 
 impl Autoscaler for Asks {
