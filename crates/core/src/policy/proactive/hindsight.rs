@@ -261,6 +261,28 @@ impl Hindsight {
         Some(index)
     }
 
+    /// The whole minutes of the history (the one still filling left out), each as its mean
+    /// demand (requests per second), ready and held replicas.
+    fn whole_minutes(&self) -> impl Iterator<Item = (f64, f64, f64)> + '_ {
+        let whole = self.minutes.len().saturating_sub(1);
+        self.minutes.iter().take(whole).map(|m| {
+            let n = f64::from(m.samples.max(1));
+            (
+                f64::from(m.demand) / n,
+                f64::from(m.ready) / n,
+                f64::from(m.held) / n,
+            )
+        })
+    }
+
+    /// The requests the whole minutes of the history hold: each minute's mean demand over its
+    /// sixty seconds, what [`Hindsight::compare`]'s shares are shares of.
+    pub fn demand_requests(&self) -> f64 {
+        self.whole_minutes()
+            .map(|m| m.0 * MINUTE.as_secs_f64())
+            .sum()
+    }
+
     /// Ours against every static fleet from `min` to `max` replicas at `capacity` requests per
     /// second per replica; `None` with less than half an hour of history, no demand, no
     /// capacity, or no replica held.
@@ -268,21 +290,7 @@ impl Hindsight {
         if !(capacity.is_finite() && capacity > 0.0) {
             return None;
         }
-        // Whole minutes only: the one still filling is left out.
-        let whole = self.minutes.len().saturating_sub(1);
-        let minutes: Vec<(f64, f64, f64)> = self
-            .minutes
-            .iter()
-            .take(whole)
-            .map(|m| {
-                let n = f64::from(m.samples.max(1));
-                (
-                    f64::from(m.demand) / n,
-                    f64::from(m.ready) / n,
-                    f64::from(m.held) / n,
-                )
-            })
-            .collect();
+        let minutes: Vec<(f64, f64, f64)> = self.whole_minutes().collect();
         let count = u32::try_from(minutes.len()).unwrap_or(u32::MAX);
         if u64::from(count) * MINUTE.as_secs() < AT_LEAST.as_secs() {
             return None;
@@ -303,7 +311,7 @@ impl Hindsight {
         let peak_demand = self
             .minutes
             .iter()
-            .take(whole)
+            .take(minutes.len())
             .map(|m| f64::from(m.peak))
             .fold(0.0, f64::max);
         let ours_served = served(&|m| m.1);

@@ -404,6 +404,17 @@ pub struct ProactiveConfig {
     /// while yesterday's is still in the hindsight's day, would otherwise keep a floor the
     /// whole of today.
     pub lapse_gap_max_seconds: f64,
+    /// The price of a missed request the hindsight floor is held against (`missprice=P`,
+    /// GPU-seconds per missed request, 0 <= P <= 1,000,000; 0, none, by default): once the
+    /// replica-seconds the floor has held beyond what the demand's own need and the peak floor
+    /// ask, since the demand last needed it, exceed P times the requests its comparison says
+    /// the named fleet would have served beyond ours, the floor is set aside until the demand
+    /// needs it again. Holding it is rent paid against a crowd's return; the misses of a return
+    /// are what not holding it costs; a floor held until the rent equals that cost, then let
+    /// go, costs at most twice the better of the two whether the crowd returns or not (the
+    /// ski-rental rule). A floor inherited from an earlier pod carries no count of requests
+    /// and is held as without it.
+    pub miss_price: f64,
     /// How long a step of one replica waits (`confirm=S`, 0 <= S <= 600 seconds; 0, none, by
     /// default): the need must have stayed above the target for S seconds before one more
     /// replica is asked for. A need that crosses a whole replica and falls back within S seconds
@@ -797,6 +808,7 @@ impl Default for ProactiveConfig {
             floor_lapse_seconds: DEFAULT_FLOOR_LAPSE_SECONDS,
             lapse_gap_factor: DEFAULT_LAPSE_GAP_FACTOR,
             lapse_gap_max_seconds: 0.0,
+            miss_price: 0.0,
             confirm_seconds: 0.0,
         }
     }
@@ -1022,7 +1034,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts) and `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts), `; missprice=P` (0 <= P <= 1000000 GPU-seconds per missed request, 0 for none: the hindsight floor is set aside once what it held beyond the need since the demand last needed it exceeds P times the requests its fleet would have served beyond ours) and `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -1180,6 +1192,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "lapsegap" if x <= 10.0 => c.lapse_gap_factor = x,
                     "lapsegapmax" if x <= 86_400.0 => c.lapse_gap_max_seconds = x,
                     "confirm" if x <= 600.0 => c.confirm_seconds = x,
+                    "missprice" if x <= 1_000_000.0 => c.miss_price = x,
                     "ahead" if (1.0..=10.0).contains(&x) => c.trough_ahead_startups = x,
                     "periods" if forecast::PATTERN_PERIODS.contains(&x) => c.pattern_periods = x,
                     _ => {
@@ -1219,6 +1232,10 @@ pub struct Proactive {
     /// been seen, so a pod that has just started (or inherited a floor) holds it meanwhile.
     lapse_demand: PeakFloor,
     lapse_seen_since: Option<Duration>,
+    /// Under `missprice=P`: the replica-seconds the hindsight floor has held beyond the need
+    /// since the demand last needed it, and when that was last added to.
+    floor_rent: f64,
+    floor_rent_at: Option<Duration>,
     /// Demand by minute, for a pattern that repeats.
     recurrence: Recurrence,
     capacity: CapacityEstimate,
@@ -1294,6 +1311,9 @@ struct StaticFloor {
     peak_demand: f64,
     /// The capacity estimate the comparison named the fleet at (NaN: not known).
     capacity: f64,
+    /// The requests the named fleet would have served beyond ours over the history that named
+    /// it, by the comparison's fluid model (NaN: not known, as for an inherited floor).
+    served_beyond: f64,
     /// When a comparison last found a static fleet beating ours (for an inherited floor: when
     /// this policy took it up).
     seen: Duration,
@@ -1345,6 +1365,7 @@ impl StaticFloor {
             minutes: p.minutes,
             peak_demand: p.peak_demand,
             capacity: p.capacity_per_replica.unwrap_or(f64::NAN),
+            served_beyond: f64::NAN,
             seen: now,
             earlier: Duration::from_secs_f64(p.age_seconds),
         }
@@ -1376,6 +1397,8 @@ impl Proactive {
             floor: PeakFloor::default(),
             lapse_demand: PeakFloor::default(),
             lapse_seen_since: None,
+            floor_rent: 0.0,
+            floor_rent_at: None,
             pending_ask: None,
             startup_learned: None,
             startup_inherited: false,
@@ -1989,6 +2012,34 @@ impl Proactive {
             true
         });
         let static_floor = static_floor.filter(|_| lapsed.is_none());
+        // `missprice=P`: the floor's rent, the replica-seconds it holds beyond what the
+        // demand's own need and the peak floor ask, runs until the demand needs it again; once
+        // it exceeds P times the requests its fleet would have served beyond ours, the floor is
+        // set aside.
+        let mut rent = None;
+        let mut priced_out = None;
+        if self.config.miss_price > 0.0 {
+            let since = self.floor_rent_at.replace(now);
+            let others = demand_need.max(floor.map_or(0, |f| f.2));
+            let served_beyond = self.static_floor.map_or(f64::NAN, |f| f.served_beyond);
+            match named {
+                Some((k, _)) if k > others && served_beyond.is_finite() => {
+                    let budget = self.config.miss_price * served_beyond;
+                    // Rent runs while the floor is held: not once its price has set it aside.
+                    if static_floor.is_some() && self.floor_rent <= budget {
+                        let held = since.map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
+                        self.floor_rent += f64::from(k - others) * held;
+                    }
+                    if self.floor_rent > budget {
+                        priced_out = Some((k, served_beyond));
+                    } else {
+                        rent = Some((k, budget));
+                    }
+                }
+                _ => self.floor_rent = 0.0,
+            }
+        }
+        let static_floor = static_floor.filter(|_| priced_out.is_none());
         // `troughs=pattern`: in a repeating pattern's trough the pattern sizes the fleet.
         let trough_ahead = horizon
             .mul_f64(self.config.trough_ahead_startups)
@@ -2320,6 +2371,8 @@ impl Proactive {
                     minutes: cmp.minutes,
                     peak_demand: cmp.peak_demand,
                     capacity: cmp.capacity_per_replica,
+                    served_beyond: (by.served_percent - cmp.ours_served_percent).max(0.0) / 100.0
+                        * self.hindsight.demand_requests(),
                     seen: now,
                     earlier: Duration::ZERO,
                 };
@@ -2556,6 +2609,22 @@ impl Proactive {
                 "; hindsight floor of {k} replicas set aside: the demand over the last {} peaked at {} req/s, {within}",
                 super::explain::dur(lapse),
                 num(peak),
+            ));
+        }
+        if let Some((k, served_beyond)) = priced_out {
+            numbers.push_str(&format!(
+                "; hindsight floor of {k} replicas set aside: it held {} replica-seconds beyond the need since the demand last needed it, more than {} GPU-seconds per missed request times the {} requests its fleet would have served beyond ours (missprice={})",
+                num(self.floor_rent),
+                num(self.config.miss_price),
+                num(served_beyond),
+                num(self.config.miss_price),
+            ));
+        } else if let Some((k, budget)) = rent.filter(|_| static_floor.is_some()) {
+            numbers.push_str(&format!(
+                "; hindsight floor of {k} replicas held beyond the need for {} of its {} replica-seconds (missprice={})",
+                num(self.floor_rent),
+                num(budget),
+                num(self.config.miss_price),
             ));
         }
         if let Some((k, longest, since, at_most)) = kept_by_gap {

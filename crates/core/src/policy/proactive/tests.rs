@@ -2461,6 +2461,62 @@ fn under_floorlapse_a_hindsight_floor_whose_demand_is_gone_is_set_aside() {
 }
 
 #[test]
+fn under_missprice_a_hindsight_floor_is_held_until_its_rent_passes_the_misses_it_saves() {
+    // Bursts until minute 100, then 5 req/s, one replica's load; the floor is never let go
+    // by time (`floorlapse=0`), only by its price.
+    let metadata =
+        "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0; floorlapse=0";
+    let held = bursts_until(metadata, 200, 100);
+    // At 3 GPU-seconds a miss the budget outlasts the 14 minutes between bursts, not the
+    // hundred quiet minutes after them.
+    let cheap = bursts_until(&format!("{metadata}; missprice=3"), 200, 100);
+    let dear = bursts_until(&format!("{metadata}; missprice=1000"), 200, 100);
+    let at = |run: &[(u64, Decision)], t: u64| decision_at(run, t);
+    let late = 190 * 60;
+    let kept = at(&held, late);
+    assert!(kept.target_replicas >= 2, "{}", kept.explanation);
+    // A dear miss holds the floor as without a price, and says how much of its budget is spent.
+    let dear_late = at(&dear, late);
+    assert_eq!(dear_late.target_replicas, kept.target_replicas);
+    assert!(
+        dear_late
+            .explanation
+            .contains("replicas held beyond the need for")
+            && dear_late.explanation.contains("(missprice=1000)"),
+        "{}",
+        dear_late.explanation
+    );
+    // A cheap one lets it go once the rent passes what its fleet's extra service is worth,
+    // after the bursts stopped and before the run ends.
+    let gone = at(&cheap, late);
+    assert_eq!(gone.target_replicas, 1, "{}", gone.explanation);
+    assert!(
+        gone.explanation.contains("replicas set aside: it held")
+            && gone.explanation.contains("(missprice=3)"),
+        "{}",
+        gone.explanation
+    );
+    let first = cheap
+        .iter()
+        .position(|(_, d)| d.explanation.contains("set aside: it held"))
+        .expect("the floor priced out");
+    assert!(cheap[first].0 >= 100 * 60, "{:?}", cheap[first]);
+    // Until then the two prices decide alike.
+    for ((t, c), (_, d)) in cheap.iter().zip(&dear).take(first) {
+        assert_eq!(c.target_replicas, d.target_replicas, "at {t} s");
+    }
+    assert_eq!(
+        parse_policy("proactive; missprice=5")
+            .unwrap()
+            .unwrap()
+            .miss_price,
+        5.0
+    );
+    assert!(parse_policy("proactive; missprice=-1").is_err());
+    assert!(parse_policy("proactive; missprice=2000000").is_err());
+}
+
+#[test]
 fn under_lapseif_peak_a_floor_lapses_only_once_its_peak_is_gone() {
     // `lapsegap=0`: the lapse by `lapseif` alone (under `lapsegap`, bursts at more than half
     // the named peak keep the floor whatever `lapseif` says).
@@ -2651,6 +2707,7 @@ fn named_floor(replicas: u32, peak_demand: f64) -> StaticFloor {
         minutes: 120,
         peak_demand,
         capacity: 10.0,
+        served_beyond: f64::NAN,
         seen: Duration::ZERO,
         earlier: Duration::ZERO,
     }
