@@ -2505,6 +2505,21 @@ fn under_missprice_a_hindsight_floor_is_held_until_its_rent_passes_the_misses_it
     for ((t, c), (_, d)) in cheap.iter().zip(&dear).take(first) {
         assert_eq!(c.target_replicas, d.target_replicas, "at {t} s");
     }
+    // While the bursts recur, each one needs the floor and its rent starts again: the same
+    // price never sets it aside.
+    let recurring = bursts_until(&format!("{metadata}; missprice=3"), 200, 200);
+    assert!(
+        recurring
+            .iter()
+            .all(|(_, d)| !d.explanation.contains("set aside: it held")),
+        "a recurring burst's floor priced out"
+    );
+    assert!(
+        recurring
+            .iter()
+            .any(|(_, d)| d.explanation.contains("held beyond the need for")),
+        "the rent was never counted"
+    );
     assert_eq!(
         parse_policy("proactive; missprice=5")
             .unwrap()
