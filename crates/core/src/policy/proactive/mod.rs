@@ -219,15 +219,8 @@ pub struct ProactiveConfig {
     /// start slower.
     pub trough_ahead_startups: f64,
     /// Whether the hindsight's fleet is also a ceiling within the demand it was judged on
-    /// (`ceiling=seen|off`): `seen` (true), while a hindsight floor is held and the demand now
-    /// is at most the highest demand of the history that named it and at most what that fleet
-    /// serves at the capacity estimate (the fluid model's own measure), the need is at most that
-    /// fleet's size: a static fleet of that size served that range of demand, so the forecast,
-    /// the backlog and the pattern do not chase above it. The cap holds only while no latency
-    /// is over its SLO, no request queues beyond one per ready replica and no guide trigger
-    /// fires: a demand read from a fleet at its limit is what it served, not what arrived.
-    /// `off` (false): the floor is a floor only.
-    pub ceiling_at_floor: bool,
+    /// (`ceiling=off|seen|breach|history`, [`Ceiling`]).
+    pub ceiling: Ceiling,
     /// Which fleet the hindsight floor holds when comparisons name different ones
     /// (`floorsize=largest|latest`): `largest` (false), the largest named within the day, so a
     /// fleet named on a low capacity estimate stays after the estimate has risen; `latest`
@@ -751,6 +744,44 @@ impl Settle {
     }
 }
 
+/// Whether, and while what holds, the hindsight's fleet caps the need within the demand it was
+/// judged on (`ceiling=`). The guide's backstop is never capped: its step stands on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ceiling {
+    /// The floor is a floor only (`ceiling=off`).
+    Off,
+    /// While a hindsight floor is held and the demand now is at most the highest demand of the
+    /// history that named it and at most what that fleet serves at the capacity estimate (the
+    /// fluid model's own measure), the need is at most that fleet's size: a static fleet of
+    /// that size served that range of demand, so the forecast, the backlog and the pattern do
+    /// not chase above it. The cap holds only while no latency is over its SLO, no request
+    /// queues beyond one per ready replica and no guide trigger fires: a demand read from a
+    /// fleet at its limit is what it served, not what arrived (`ceiling=seen`).
+    Seen,
+    /// As `Seen`, and the cap holds through a breach, a queue and a guide trigger too: the
+    /// demand counts the in-flight growth, so a fleet at its limit still reads what arrives,
+    /// and the comparison judged that fleet on the breaches of the demand it saw
+    /// (`ceiling=breach`).
+    Breach,
+    /// As `Breach`, and the demand now need only be within the history's highest demand, not
+    /// also within what the fleet serves at the capacity estimate now, which a breach lowers
+    /// (`ceiling=history`).
+    History,
+}
+
+impl Ceiling {
+    /// The setting's value as written in the metadata.
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Seen => "seen",
+            Self::Breach => "breach",
+            Self::History => "history",
+        }
+    }
+}
+
 impl Default for ProactiveConfig {
     fn default() -> Self {
         Self {
@@ -776,7 +807,7 @@ impl Default for ProactiveConfig {
             trend_capped_by_pattern: DEFAULT_TREND_CAPPED_BY_PATTERN,
             floor_yields_to_troughs: DEFAULT_FLOOR_YIELDS_TO_TROUGHS,
             trough_ahead_startups: DEFAULT_TROUGH_AHEAD_STARTUPS,
-            ceiling_at_floor: DEFAULT_CEILING_AT_FLOOR,
+            ceiling: DEFAULT_CEILING,
             floor_latest: DEFAULT_FLOOR_LATEST,
             name_cheapest: DEFAULT_NAME_CHEAPEST,
             hold_yields_to_troughs: DEFAULT_HOLD_YIELDS_TO_TROUGHS,
@@ -883,7 +914,7 @@ pub const DEFAULT_FLOOR_YIELDS_TO_TROUGHS: bool = true;
 pub const DEFAULT_TROUGH_AHEAD_STARTUPS: f64 = 2.0;
 /// Whether the hindsight's fleet is a ceiling within the demand it was judged on, by default:
 /// yes (`seen`) since the twenty-second round (section 32).
-pub const DEFAULT_CEILING_AT_FLOOR: bool = true;
+pub const DEFAULT_CEILING: Ceiling = Ceiling::Seen;
 /// Whether the hindsight floor is the latest fleet named rather than the largest within the
 /// day, by default (no: `largest`).
 pub const DEFAULT_FLOOR_LATEST: bool = false;
@@ -1021,8 +1052,9 @@ fn one_of<T: Copy>(
 /// holds), `named=at99|cheapest` (which fleet a comparison names), `holdtroughs=keep|pattern`
 /// (whether a held burst's capacity yields to a pattern's trough), `scalein=any|steady`
 /// (whether a due scale-in waits while in-flight requests grow), `periods=F` (1.2 <= F <= 4:
-/// periods of history a repeating pattern must span before it is found), `ceiling=off|seen`
-/// (whether the hindsight's fleet also caps the need within the demand it was judged on),
+/// periods of history a repeating pattern must span before it is found), `ceiling=off|seen|breach|history`
+/// (whether, and while what holds, the hindsight's fleet also caps the need within the demand
+/// it was judged on),
 /// `tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity
 /// and as a guide trigger), `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises
 /// per comfortable decision), `saturated=F` (0 <= F <= 1: the share of a saturated fleet's
@@ -1034,7 +1066,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen` (whether the hindsight's fleet also caps the need within the demand it was judged on), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts), `; missprice=P` (0 <= P <= 1000000 GPU-seconds per missed request, 0 for none: the hindsight floor is set aside once what it held beyond the need since the demand last needed it exceeds P times the requests its fleet would have served beyond ours) and `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen|breach|history` (whether the hindsight's fleet also caps the need within the demand it was judged on: `seen` while the fleet is within its SLOs with no queue and no trigger, `breach` through those too, `history` through those and whatever the capacity estimate now), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts), `; missprice=P` (0 <= P <= 1000000 GPU-seconds per missed request, 0 for none: the hindsight floor is set aside once what it held beyond the need since the demand last needed it exceeds P times the requests its fleet would have served beyond ours) and `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -1069,7 +1101,6 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "hindsight" => Some((&mut c.hindsight_floor, "floor", "advice")),
                     "trendcap" => Some((&mut c.trend_capped_by_pattern, "pattern", "off")),
                     "troughs" => Some((&mut c.floor_yields_to_troughs, "pattern", "floor")),
-                    "ceiling" => Some((&mut c.ceiling_at_floor, "seen", "off")),
                     "floorsize" => Some((&mut c.floor_latest, "latest", "largest")),
                     "named" => Some((&mut c.name_cheapest, "cheapest", "at99")),
                     "holdtroughs" => Some((&mut c.hold_yields_to_troughs, "pattern", "keep")),
@@ -1118,6 +1149,16 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     }
                     "breachcap" => {
                         c.breach_cap = one_of(k, v, &BreachCap::ALL, BreachCap::as_str, expected)?;
+                        continue;
+                    }
+                    "ceiling" => {
+                        let all = [
+                            Ceiling::Off,
+                            Ceiling::Seen,
+                            Ceiling::Breach,
+                            Ceiling::History,
+                        ];
+                        c.ceiling = one_of(k, v, &all, Ceiling::as_str, expected)?;
                         continue;
                     }
                     "settle" => {
@@ -2079,13 +2120,19 @@ impl Proactive {
         // is enough, while the fleet is within the SLO with no queue and no trigger fires (a
         // demand read from a fleet at its limit is what it served, not what arrived: a cap
         // on that would confirm itself).
+        // `ceiling=breach` holds through a breach, a queue and a trigger; `ceiling=history`
+        // besides asks only that the demand be within the history's.
         let ceiling = named.filter(|&(k, peak)| {
-            self.config.ceiling_at_floor
-                && fc.now <= peak.min(f64::from(k) * hindsight_carry)
-                && !breached
-                && !queued
-                && !guide.reason.is_scale_out()
-                && uncapped > k
+            let carried =
+                self.config.ceiling == Ceiling::History || fc.now <= f64::from(k) * hindsight_carry;
+            let calm = !breached && !queued && !guide.reason.is_scale_out();
+            uncapped > k
+                && fc.now <= peak
+                && match self.config.ceiling {
+                    Ceiling::Off => false,
+                    Ceiling::Seen => carried && calm,
+                    Ceiling::Breach | Ceiling::History => carried,
+                }
         });
         let need = ceiling.map_or(uncapped, |(k, _)| k);
         self.needs.push_back((now, need));
@@ -2655,11 +2702,19 @@ impl Proactive {
             ));
         }
         if let Some((k, peak)) = ceiling {
+            let carried = if self.config.ceiling == Ceiling::History {
+                String::new()
+            } else {
+                format!(
+                    " within what they serve at the capacity estimate ({} req/s) and",
+                    num(f64::from(k) * hindsight_carry)
+                )
+            };
             numbers.push_str(&format!(
-                "; need capped at the hindsight's fleet of {k} replicas: the demand now, {} req/s, is within what they serve at the capacity estimate ({} req/s) and within the {} req/s of the history they were judged on (ceiling=seen; uncapped {uncapped} replicas)",
+                "; need capped at the hindsight's fleet of {k} replicas: the demand now, {} req/s, is{carried} within the {} req/s of the history they were judged on (ceiling={}; uncapped {uncapped} replicas)",
                 num(fc.now),
-                num(f64::from(k) * cap),
                 num(peak),
+                self.config.ceiling.as_str(),
             ));
         }
         if let (Some((k, _)), Some(r)) = (named, trough) {

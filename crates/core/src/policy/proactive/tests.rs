@@ -202,7 +202,7 @@ fn the_policy_value_is_read_with_its_settings() {
         (
             "proactive; ceiling=off",
             ProactiveConfig {
-                ceiling_at_floor: false,
+                ceiling: Ceiling::Off,
                 ..d()
             },
         ),
@@ -427,6 +427,20 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; trendcap=pattern", d()),
         ("proactive; troughs=pattern", d()),
         ("proactive; ceiling=seen", d()),
+        (
+            "proactive; ceiling=breach",
+            ProactiveConfig {
+                ceiling: Ceiling::Breach,
+                ..d()
+            },
+        ),
+        (
+            "proactive; ceiling=history",
+            ProactiveConfig {
+                ceiling: Ceiling::History,
+                ..d()
+            },
+        ),
         ("proactive; troughs=pattern; ahead=2", d()),
         ("proactive; floorsize=largest", d()),
         ("proactive; named=at99", d()),
@@ -2754,6 +2768,52 @@ fn under_ceiling_seen_the_hindsight_fleet_is_enough_within_the_demand_it_was_jud
     // judged on, the forecast decides again.
     let beyond = run(&format!("{metadata}; ceiling=seen"), 50.0);
     assert!(beyond.target_replicas > 4, "{}", beyond.explanation);
+}
+
+#[test]
+fn under_ceiling_breach_and_history_the_hindsight_fleet_caps_through_a_breach() {
+    // The floor of 4 replicas above, judged on a history that peaked at 45 req/s; now the 4
+    // ready replicas serve 40 req/s with P95 TTFT over its SLO. `seen` lifts the cap while the
+    // breach lasts; `breach` and `history` hold it, and say which setting did.
+    let run = |metadata: &str, rps: f64| {
+        let mut r = Run::new(metadata, 4);
+        r.proactive.static_floor = Some(named_floor(4, 45.0));
+        let mut s = fleet(4, rps, 2.0 * rps);
+        s.fleet.ttft_seconds.p95 = Some(5.0);
+        r.steady(120, &s)
+    };
+    let metadata = "proactive; capacity=10; startup=300; periodic=off";
+    let seen = run(&format!("{metadata}; ceiling=seen"), 40.0);
+    assert!(seen.target_replicas > 4, "{}", seen.explanation);
+    assert!(
+        !seen.explanation.contains("need capped"),
+        "{}",
+        seen.explanation
+    );
+    for setting in ["breach", "history"] {
+        let capped = run(&format!("{metadata}; ceiling={setting}"), 40.0);
+        assert!(
+            capped
+                .explanation
+                .contains("need capped at the hindsight's fleet of 4 replicas"),
+            "{setting}: {}",
+            capped.explanation
+        );
+        assert!(
+            capped.explanation.contains(&format!("(ceiling={setting};")),
+            "{setting}: {}",
+            capped.explanation
+        );
+    }
+    // Beyond the history's 45 req/s no setting caps.
+    for setting in ["breach", "history"] {
+        let beyond = run(&format!("{metadata}; ceiling={setting}"), 50.0);
+        assert!(
+            !beyond.explanation.contains("need capped"),
+            "{setting}: {}",
+            beyond.explanation
+        );
+    }
 }
 
 #[test]
