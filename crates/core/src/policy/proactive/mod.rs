@@ -219,7 +219,7 @@ pub struct ProactiveConfig {
     /// start slower.
     pub trough_ahead_startups: f64,
     /// Whether the hindsight's fleet is also a ceiling within the demand it was judged on
-    /// (`ceiling=off|seen|breach|history`, [`Ceiling`]).
+    /// (`ceiling=off|seen|breach|history|at99`, [`Ceiling`]).
     pub ceiling: Ceiling,
     /// Which fleet the hindsight floor holds when comparisons name different ones
     /// (`floorsize=largest|latest`): `largest` (false), the largest named within the day, so a
@@ -416,6 +416,13 @@ pub struct ProactiveConfig {
     /// two or more replicas, a burst's, is taken at once, and the guide's backstop is not
     /// delayed.
     pub confirm_seconds: f64,
+    /// The most replicas one step of the guide's backstop adds while the demand's need is
+    /// within the target already asked for (`backstopstep=K`, a whole number 0 <= K <= 20; 0,
+    /// the guide's own step, by default). The forecast has sized the fleet and a latency
+    /// trigger then says it is near its limit, not that a burst arrived (a burst raises the
+    /// need above the target, and the guide's step stands then); a breach that lasts steps
+    /// again after the guide's scale-up period.
+    pub backstop_step: u32,
     /// What a TTFT tail over its SLO says about capacity (`tail=p95|lighter`): `p95` (false),
     /// a breach whenever the P95 (or under `attainment=F`, the share) misses it; `lighter`
     /// (true), where the fleet at light load itself keeps fewer than the share the test asks
@@ -768,6 +775,10 @@ pub enum Ceiling {
     /// also within what the fleet serves at the capacity estimate now, which a breach lowers
     /// (`ceiling=history`).
     History,
+    /// As `History` at a fleet the comparison that named it found serving at least 99 % of
+    /// the demand, and as `Seen` at another: the largest fleet that merely beats ours, named
+    /// when none serves 99 %, may not carry a crowd's return (`ceiling=at99`).
+    At99,
 }
 
 impl Ceiling {
@@ -778,6 +789,7 @@ impl Ceiling {
             Self::Seen => "seen",
             Self::Breach => "breach",
             Self::History => "history",
+            Self::At99 => "at99",
         }
     }
 }
@@ -841,6 +853,7 @@ impl Default for ProactiveConfig {
             lapse_gap_max_seconds: 0.0,
             miss_price: 0.0,
             confirm_seconds: 0.0,
+            backstop_step: 0,
         }
     }
 }
@@ -1052,7 +1065,7 @@ fn one_of<T: Copy>(
 /// holds), `named=at99|cheapest` (which fleet a comparison names), `holdtroughs=keep|pattern`
 /// (whether a held burst's capacity yields to a pattern's trough), `scalein=any|steady`
 /// (whether a due scale-in waits while in-flight requests grow), `periods=F` (1.2 <= F <= 4:
-/// periods of history a repeating pattern must span before it is found), `ceiling=off|seen|breach|history`
+/// periods of history a repeating pattern must span before it is found), `ceiling=off|seen|breach|history|at99`
 /// (whether, and while what holds, the hindsight's fleet also caps the need within the demand
 /// it was judged on),
 /// `tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity
@@ -1066,7 +1079,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen|breach|history` (whether the hindsight's fleet also caps the need within the demand it was judged on: `seen` while the fleet is within its SLOs with no queue and no trigger, `breach` through those too, `history` through those and whatever the capacity estimate now), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts), `; missprice=P` (0 <= P <= 1000000 GPU-seconds per missed request, 0 for none: the hindsight floor is set aside once what it held beyond the need since the demand last needed it exceeds P times the requests its fleet would have served beyond ours) and `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen|breach|history|at99` (whether the hindsight's fleet also caps the need within the demand it was judged on: `seen` while the fleet is within its SLOs with no queue and no trigger, `breach` through those too, `history` through those and whatever the capacity estimate now, `at99` as `history` for a fleet found serving 99 % of the demand and as `seen` for another), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts), `; missprice=P` (0 <= P <= 1000000 GPU-seconds per missed request, 0 for none: the hindsight floor is set aside once what it held beyond the need since the demand last needed it exceeds P times the requests its fleet would have served beyond ours), `; backstopstep=K` (a whole number 0 <= K <= 20, 0 for the guide's step: the most replicas the guide's backstop adds in one step while the demand's need is within the target) and `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -1157,6 +1170,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                             Ceiling::Seen,
                             Ceiling::Breach,
                             Ceiling::History,
+                            Ceiling::At99,
                         ];
                         c.ceiling = one_of(k, v, &all, Ceiling::as_str, expected)?;
                         continue;
@@ -1167,6 +1181,15 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                         continue;
                     }
                     _ => {}
+                }
+                if k == "backstopstep" {
+                    c.backstop_step =
+                        v.parse::<u32>().ok().filter(|k| *k <= 20).ok_or_else(|| {
+                            format!(
+                                "backstopstep={v:?} is not a whole number from 0 to 20; {expected}"
+                            )
+                        })?;
+                    continue;
                 }
                 if k == "backlog" {
                     c.backlog_replicas = Some(
@@ -2121,17 +2144,29 @@ impl Proactive {
         // demand read from a fleet at its limit is what it served, not what arrived: a cap
         // on that would confirm itself).
         // `ceiling=breach` holds through a breach, a queue and a trigger; `ceiling=history`
-        // besides asks only that the demand be within the history's.
+        // besides asks only that the demand be within the history's; `ceiling=at99` is
+        // `history` at a fleet found serving 99 % of the demand and `seen` at another.
+        let serves_all = self
+            .static_floor
+            .is_some_and(|f| f.fleet.served_percent >= hindsight::SERVES_ALL_PERCENT);
+        // Whether the cap asks the demand now to be within what the fleet carries at the
+        // estimate now.
+        let asks_within = match self.config.ceiling {
+            Ceiling::History => false,
+            Ceiling::At99 => !serves_all,
+            _ => true,
+        };
         let ceiling = named.filter(|&(k, peak)| {
-            let carried =
-                self.config.ceiling == Ceiling::History || fc.now <= f64::from(k) * hindsight_carry;
+            let within = !asks_within || fc.now <= f64::from(k) * hindsight_carry;
             let calm = !breached && !queued && !guide.reason.is_scale_out();
             uncapped > k
                 && fc.now <= peak
+                && within
                 && match self.config.ceiling {
                     Ceiling::Off => false,
-                    Ceiling::Seen => carried && calm,
-                    Ceiling::Breach | Ceiling::History => carried,
+                    Ceiling::Seen => calm,
+                    Ceiling::Breach | Ceiling::History => true,
+                    Ceiling::At99 => serves_all || calm,
                 }
         });
         let need = ceiling.map_or(uncapped, |(k, _)| k);
@@ -2153,7 +2188,12 @@ impl Proactive {
                 .unwrap_or(need)
         };
 
-        let guide_level = state.level.unwrap_or(prev);
+        let guide_asked = state.level.unwrap_or(prev);
+        // `backstopstep=K`: with the need within the target, the backstop's step is at most K.
+        let backstop_cap = (self.config.backstop_step > 0 && need <= prev)
+            .then(|| prev.saturating_add(self.config.backstop_step))
+            .filter(|&cap| guide_asked > cap);
+        let guide_level = backstop_cap.unwrap_or(guide_asked);
         let growth = self.demand.growth();
         // The backstop's step does not stack on replicas asked for and still starting: the
         // forecast sized those for the demand and the backlog, and more would not start any
@@ -2702,7 +2742,7 @@ impl Proactive {
             ));
         }
         if let Some((k, peak)) = ceiling {
-            let carried = if self.config.ceiling == Ceiling::History {
+            let carried = if !asks_within {
                 String::new()
             } else {
                 format!(
@@ -2758,7 +2798,16 @@ impl Proactive {
             ));
         }
         let (reason, explanation) = if reactive && level == guide_level && guide_level > prev {
-            (guide.reason, format!("{}; {numbers}", guide.explanation))
+            let capped = backstop_cap.map_or(String::new(), |cap| {
+                format!(
+                    "; the backstop steps to {cap}, not the guide's {guide_asked}: the demand's need of {need} is within the target of {prev} (backstopstep={})",
+                    self.config.backstop_step
+                )
+            });
+            (
+                guide.reason,
+                format!("{}{capped}; {numbers}", guide.explanation),
+            )
         } else if level < prev && prev <= ready {
             (Reason::ScaleInCalm, format!("{numbers}; {step}"))
         } else if level != prev {

@@ -427,6 +427,14 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; trendcap=pattern", d()),
         ("proactive; troughs=pattern", d()),
         ("proactive; ceiling=seen", d()),
+        ("proactive; backstopstep=0", d()),
+        (
+            "proactive; backstopstep=2",
+            ProactiveConfig {
+                backstop_step: 2,
+                ..d()
+            },
+        ),
         (
             "proactive; ceiling=breach",
             ProactiveConfig {
@@ -438,6 +446,13 @@ fn the_policy_value_is_read_with_its_settings() {
             "proactive; ceiling=history",
             ProactiveConfig {
                 ceiling: Ceiling::History,
+                ..d()
+            },
+        ),
+        (
+            "proactive; ceiling=at99",
+            ProactiveConfig {
+                ceiling: Ceiling::At99,
                 ..d()
             },
         ),
@@ -537,6 +552,8 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; periodic=yes",
         "proactive; backlog=1.5",
         "proactive; backlog=-1",
+        "proactive; backstopstep=1.5",
+        "proactive; backstopstep=21",
         "proactive; settle=yes",
         "proactive; hold=-1",
         "proactive; hold=101",
@@ -554,6 +571,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; trendcap=on",
         "proactive; troughs=off",
         "proactive; ceiling=on",
+        "proactive; ceiling=always",
         "proactive; floorsize=smallest",
         "proactive; named=smallest",
         "proactive; holdtroughs=on",
@@ -961,6 +979,43 @@ fn the_guides_triggers_stay_as_a_backstop() {
     let d = up.expect("the queue trigger scaled out");
     assert_eq!(d.reason, Reason::QueueDepth, "{d:?}");
     assert!(d.explanation.contains("forecast"), "{}", d.explanation);
+}
+
+#[test]
+fn under_backstopstep_the_backstop_adds_at_most_k_while_the_need_is_met() {
+    // The prior says one replica carries the demand; 3 are ready and a standing queue fires
+    // the guide's queue trigger. The guide steps 3 -> 5; with `backstopstep=1` the backstop
+    // takes one replica and says why.
+    let first_step = |metadata: &str| {
+        let mut r = Run::new(metadata, 3);
+        let mut s = fleet(3, 5.0, 2.0);
+        s.fleet.queue_depth = 200.0;
+        (0..=120)
+            .step_by(2)
+            .map(|t| r.at(t, &s))
+            .find(|d| d.target_replicas > 3)
+            .expect("the queue trigger scales out")
+    };
+    let metadata = "proactive; capacity=100; startup=300; backstop=always";
+    let guide = first_step(metadata);
+    assert_eq!(guide.target_replicas, 5, "{}", guide.explanation);
+    assert!(
+        !guide.explanation.contains("backstopstep"),
+        "{}",
+        guide.explanation
+    );
+    let one = first_step(&format!("{metadata}; backstopstep=1"));
+    assert_eq!(one.target_replicas, 4, "{}", one.explanation);
+    assert!(
+        one.explanation.contains(
+            "the backstop steps to 4, not the guide's 5: the demand's need of 1 is within the target of 3 (backstopstep=1)"
+        ),
+        "{}",
+        one.explanation
+    );
+    // A need above the target (a burst) leaves the guide's step as it is.
+    let burst = first_step("proactive; capacity=1; startup=300; backstop=always; backstopstep=1");
+    assert!(burst.target_replicas >= 5, "{}", burst.explanation);
 }
 
 #[test]
@@ -2805,8 +2860,33 @@ fn under_ceiling_breach_and_history_the_hindsight_fleet_caps_through_a_breach() 
             capped.explanation
         );
     }
+    // `at99` caps through the breach at a fleet found serving 99 % of the demand, and not at
+    // the largest fleet that merely beat ours (88 % here).
+    let at99 = run(&format!("{metadata}; ceiling=at99"), 40.0);
+    assert!(
+        at99.explanation.contains("(ceiling=at99;"),
+        "{}",
+        at99.explanation
+    );
+    let mut r = Run::new(&format!("{metadata}; ceiling=at99"), 4);
+    r.proactive.static_floor = Some(StaticFloor {
+        fleet: StaticFleet {
+            served_percent: 88.0,
+            ..named_floor(4, 45.0).fleet
+        },
+        ..named_floor(4, 45.0)
+    });
+    let mut s = fleet(4, 40.0, 80.0);
+    s.fleet.ttft_seconds.p95 = Some(5.0);
+    let weak = r.steady(120, &s);
+    assert!(weak.target_replicas > 4, "{}", weak.explanation);
+    assert!(
+        !weak.explanation.contains("need capped"),
+        "{}",
+        weak.explanation
+    );
     // Beyond the history's 45 req/s no setting caps.
-    for setting in ["breach", "history"] {
+    for setting in ["breach", "history", "at99"] {
         let beyond = run(&format!("{metadata}; ceiling={setting}"), 50.0);
         assert!(
             !beyond.explanation.contains("need capped"),
