@@ -33,6 +33,14 @@ fn fleet(ready: usize, rps: f64, in_flight: f64) -> FleetSignals {
 }
 
 /// The number that follows `marker` in a decision's explanation, up to the next space.
+/// Asserts a decision's target and that its explanation says `phrase`, printing the
+/// explanation when either fails.
+#[track_caller]
+fn assert_decides(d: &Decision, replicas: u32, phrase: &str) {
+    assert_eq!(d.target_replicas, replicas, "{}", d.explanation);
+    assert!(d.explanation.contains(phrase), "{}", d.explanation);
+}
+
 fn number_after(explanation: &str, marker: &str) -> f64 {
     explanation
         .split(marker)
@@ -1004,14 +1012,10 @@ fn under_backstopstep_the_backstop_adds_at_most_k_while_the_need_is_met() {
         "{}",
         guide.explanation
     );
-    let one = first_step(&format!("{metadata}; backstopstep=1"));
-    assert_eq!(one.target_replicas, 4, "{}", one.explanation);
-    assert!(
-        one.explanation.contains(
-            "the backstop steps to 4, not the guide's 5: the demand's need of 1 is within the target of 3 (backstopstep=1)"
-        ),
-        "{}",
-        one.explanation
+    assert_decides(
+        &first_step(&format!("{metadata}; backstopstep=1")),
+        4,
+        "the backstop steps to 4, not the guide's 5: the demand's need of 1 is within the target of 3 (backstopstep=1)",
     );
     // A need above the target (a burst) leaves the guide's step as it is.
     let burst = first_step("proactive; capacity=1; startup=300; backstop=always; backstopstep=1");
@@ -3402,14 +3406,10 @@ fn under_floorat_estimate_a_floor_named_at_a_low_estimate_shrinks_as_the_estimat
     let named = run(metadata);
     assert_eq!(named.target_replicas, 6, "{}", named.explanation);
     // 60 req/s at 25 per replica: 3 replicas carry what the 6 carried.
-    let resized = run(&format!("{metadata}; floorat=estimate"));
-    assert_eq!(resized.target_replicas, 3, "{}", resized.explanation);
-    assert!(
-        resized.explanation.contains(
-            "named at 10 req/s per replica, what it carried needs fewer at 25 now (floorat=estimate) -> 3 replicas"
-        ),
-        "{}",
-        resized.explanation
+    assert_decides(
+        &run(&format!("{metadata}; floorat=estimate")),
+        3,
+        "named at 10 req/s per replica, what it carried needs fewer at 25 now (floorat=estimate) -> 3 replicas",
     );
     // An estimate below the one it was named at never grows the floor.
     let low = "proactive; capacity=5; startup=300; periodic=off; ceiling=off; floorat=estimate";
