@@ -32,7 +32,7 @@ const AT_LEAST: Duration = Duration::from_secs(30 * 60);
 const BEATEN_SHARE: f64 = 0.97;
 /// The share of the demand (percent) a fleet must serve for the comparison to name it as
 /// serving the demand (`named=at99`), and for `ceiling=at99` to cap at it.
-pub const SERVES_ALL_PERCENT: f64 = 99.0;
+pub const AT99_PERCENT: f64 = 99.0;
 
 /// The rule: whether a plan that served `percent` (of the demand, or of requests within
 /// the SLO) for `hours` beats ours, which served `ours_percent` for `ours_hours`: at least one
@@ -337,7 +337,7 @@ impl Hindsight {
             .copied()?;
         let at_99 = fleets
             .iter()
-            .find(|f| f.served_percent >= SERVES_ALL_PERCENT)
+            .find(|f| f.served_percent >= AT99_PERCENT)
             .copied();
         let beats =
             |f: &StaticFleet| beats(f.served_percent, f.replica_hours, ours_served, ours_hours);

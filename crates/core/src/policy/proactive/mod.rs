@@ -421,7 +421,7 @@ pub struct ProactiveConfig {
     /// the guide's own step, by default). The forecast has sized the fleet and a latency
     /// trigger then says it is near its limit, not that a burst arrived (a burst raises the
     /// need above the target, and the guide's step stands then); a breach that lasts steps
-    /// again after the guide's scale-up period.
+    /// again once the replicas asked for are ready.
     pub backstop_step: u32,
     /// What a TTFT tail over its SLO says about capacity (`tail=p95|lighter`): `p95` (false),
     /// a breach whenever the P95 (or under `attainment=F`, the share) misses it; `lighter`
@@ -2146,14 +2146,14 @@ impl Proactive {
         // `ceiling=breach` holds through a breach, a queue and a trigger; `ceiling=history`
         // besides asks only that the demand be within the history's; `ceiling=at99` is
         // `history` at a fleet found serving 99 % of the demand and `seen` at another.
-        let serves_all = self
+        let at99 = self
             .static_floor
-            .is_some_and(|f| f.fleet.served_percent >= hindsight::SERVES_ALL_PERCENT);
+            .is_some_and(|f| f.fleet.served_percent >= hindsight::AT99_PERCENT);
         // Whether the cap asks the demand now to be within what the fleet carries at the
         // estimate now.
         let asks_within = match self.config.ceiling {
             Ceiling::History => false,
-            Ceiling::At99 => !serves_all,
+            Ceiling::At99 => !at99,
             _ => true,
         };
         let ceiling = named.filter(|&(k, peak)| {
@@ -2166,7 +2166,7 @@ impl Proactive {
                     Ceiling::Off => false,
                     Ceiling::Seen => calm,
                     Ceiling::Breach | Ceiling::History => true,
-                    Ceiling::At99 => serves_all || calm,
+                    Ceiling::At99 => at99 || calm,
                 }
         });
         let need = ceiling.map_or(uncapped, |(k, _)| k);
