@@ -782,8 +782,17 @@ pub enum Ceiling {
 }
 
 impl Ceiling {
-    /// The setting's value as written in the metadata.
-    fn as_str(self) -> &'static str {
+    /// Every value, in the order the metadata lists them.
+    pub const ALL: [Self; 5] = [
+        Self::Off,
+        Self::Seen,
+        Self::Breach,
+        Self::History,
+        Self::At99,
+    ];
+
+    /// The metadata's word for it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Off => "off",
             Self::Seen => "seen",
@@ -1065,9 +1074,9 @@ fn one_of<T: Copy>(
 /// holds), `named=at99|cheapest` (which fleet a comparison names), `holdtroughs=keep|pattern`
 /// (whether a held burst's capacity yields to a pattern's trough), `scalein=any|steady`
 /// (whether a due scale-in waits while in-flight requests grow), `periods=F` (1.2 <= F <= 4:
-/// periods of history a repeating pattern must span before it is found), `ceiling=off|seen|breach|history|at99`
-/// (whether, and while what holds, the hindsight's fleet also caps the need within the demand
-/// it was judged on),
+/// periods of history a repeating pattern must span before it is found),
+/// `ceiling=off|seen|breach|history|at99` (whether, and while what holds, the hindsight's
+/// fleet also caps the need within the demand it was judged on),
 /// `tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity
 /// and as a guide trigger), `probe=F` (0 <= F <= 0.1: how much the capacity estimate rises
 /// per comfortable decision), `saturated=F` (0 <= F <= 1: the share of a saturated fleet's
@@ -1165,14 +1174,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                         continue;
                     }
                     "ceiling" => {
-                        let all = [
-                            Ceiling::Off,
-                            Ceiling::Seen,
-                            Ceiling::Breach,
-                            Ceiling::History,
-                            Ceiling::At99,
-                        ];
-                        c.ceiling = one_of(k, v, &all, Ceiling::as_str, expected)?;
+                        c.ceiling = one_of(k, v, &Ceiling::ALL, Ceiling::as_str, expected)?;
                         continue;
                     }
                     "settle" => {
