@@ -322,6 +322,13 @@ pub fn histogram_share_at_most(x: f64, buckets: &[Bucket]) -> Option<f64> {
     Some((below / observations).clamp(0.0, 1.0))
 }
 
+/// How many observations cumulative `buckets` hold (the `+Inf` bucket's count); `None` when
+/// they are not a histogram with at least one observation.
+pub fn histogram_observations(buckets: &[Bucket]) -> Option<f64> {
+    let b = prepare(buckets)?;
+    b.last().map(|last| last.count)
+}
+
 /// Sorted, coalesced, monotonic buckets ending in `+Inf` with at least one observation.
 /// Borrowed when the input already is (the usual case: one layout, cumulative deltas).
 fn prepare(buckets: &[Bucket]) -> Option<std::borrow::Cow<'_, [Bucket]>> {

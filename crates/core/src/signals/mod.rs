@@ -41,7 +41,9 @@ pub mod snapshot;
 pub mod window;
 
 pub use gpu::{GpuDevice, GpuSnapshot};
-pub use histogram::{Bucket, Histogram, histogram_quantile, histogram_share_at_most};
+pub use histogram::{
+    Bucket, Histogram, histogram_observations, histogram_quantile, histogram_share_at_most,
+};
 pub use snapshot::{Generation, PodSnapshot, SnapshotError, SnapshotInfo};
 pub use window::FleetWindow;
 
@@ -146,6 +148,16 @@ impl SignalSet {
             Latency::Itl => &self.itl_buckets,
         };
         histogram_share_at_most(seconds, buckets)
+    }
+
+    /// How many TTFT observations (`Latency::Ttft`) or inter-token gaps (`Latency::Itl`) the
+    /// window holds; `None` with none.
+    pub fn observations(&self, latency: Latency) -> Option<f64> {
+        let buckets = match latency {
+            Latency::Ttft => &self.ttft_buckets,
+            Latency::Itl => &self.itl_buckets,
+        };
+        histogram_observations(buckets)
     }
 }
 

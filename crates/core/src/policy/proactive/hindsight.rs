@@ -14,7 +14,12 @@
 //!
 //! It is a model: queueing, start-up and a capacity estimate that is itself learned are not in
 //! it, so it reads a static fleet's attainment higher than a simulator would at the edge of
-//! its capacity, and ours' lower while its replicas are still starting.
+//! its capacity, and ours' lower while its replicas are still starting. Ours' it also reads
+//! from what the engines counted (`StaticComparison::ours_counted_percent`: requests aborted,
+//! and first tokens over the TTFT SLO), which holds the queue a burst leaves and the requests
+//! that time out in it, where the fluid model serves each minute's demand up to the ready
+//! replicas' capacity and carries nothing over; under `oursby=counted` the comparison judges
+//! ours by the lower of the two.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -57,6 +62,12 @@ struct Minute {
     peak: f32,
     ready: f32,
     held: f32,
+    /// The sum of the requests per second the engines counted as not served within the SLO
+    /// (aborted, first tokens over the TTFT SLO) over the decisions that read a count.
+    missed: f32,
+    /// How many of its decisions read that count (none in a minute inherited from an earlier
+    /// pod: the learned state keeps no count).
+    counted: u32,
 }
 
 /// The per-minute history the comparison reads.
@@ -124,8 +135,17 @@ pub struct StaticComparison {
     pub minutes: u32,
     /// The capacity estimate the model used, requests per second per replica.
     pub capacity_per_replica: f64,
-    /// Share of the demand ours' ready replicas served, percent.
+    /// Share of the demand ours served, percent: what the comparison judges ours by. The
+    /// fluid model's share (`ours_fluid_percent`), or under `oursby=counted` the lower of that
+    /// and `ours_counted_percent`.
     pub ours_served_percent: f64,
+    /// Share of the demand ours' ready replicas served by the fluid model, percent.
+    pub ours_fluid_percent: f64,
+    /// Share of the demand ours served by what the engines counted, percent: the demand less
+    /// the requests counted as not served within the SLO (aborted, first tokens over the TTFT
+    /// SLO), with a minute that read no count (inherited from an earlier pod) at its fluid
+    /// share. `None` when no minute read a count.
+    pub ours_counted_percent: Option<f64>,
     /// Replica-hours ours held (asked for, ready or starting).
     pub ours_replica_hours: f64,
     /// The smallest static fleet that serves at least as much of the demand as ours did.
@@ -177,6 +197,8 @@ impl Hindsight {
                     peak: demand,
                     ready: ready as f32,
                     held: held as f32,
+                    missed: 0.0,
+                    counted: 0,
                 });
                 closed
             }
@@ -186,6 +208,19 @@ impl Hindsight {
             self.minutes.pop_front();
         }
         closed
+    }
+
+    /// Adds to the minute of the last [`Hindsight::observe`] what the engines counted at that
+    /// decision as not served within the SLO, requests per second (aborted requests and first
+    /// tokens over the TTFT SLO); left out when not finite or negative.
+    pub fn count_missed(&mut self, missed: f64) {
+        if let Some(m) = self.minutes.back_mut()
+            && missed.is_finite()
+            && missed >= 0.0
+        {
+            m.missed += missed as f32;
+            m.counted += 1;
+        }
     }
 
     /// The minutes of the history whose highest demand reached `level` (requests per second),
@@ -260,6 +295,8 @@ impl Hindsight {
             peak: kept.2.max(kept.1),
             ready: kept.3,
             held: kept.4,
+            missed: 0.0,
+            counted: 0,
         });
         Some(index)
     }
@@ -267,8 +304,7 @@ impl Hindsight {
     /// The whole minutes of the history (the one still filling left out), each as its mean
     /// demand (requests per second), ready and held replicas.
     fn whole_minutes(&self) -> impl Iterator<Item = (f64, f64, f64)> + '_ {
-        let whole = self.minutes.len().saturating_sub(1);
-        self.minutes.iter().take(whole).map(|m| {
+        self.whole().map(|m| {
             let n = f64::from(m.samples.max(1));
             (
                 f64::from(m.demand) / n,
@@ -276,6 +312,12 @@ impl Hindsight {
                 f64::from(m.held) / n,
             )
         })
+    }
+
+    fn whole(&self) -> impl Iterator<Item = &Minute> + '_ {
+        self.minutes
+            .iter()
+            .take(self.minutes.len().saturating_sub(1))
     }
 
     /// The requests the whole minutes of the history hold: each minute's mean demand over its
@@ -287,9 +329,21 @@ impl Hindsight {
     }
 
     /// Ours against every static fleet from `min` to `max` replicas at `capacity` requests per
-    /// second per replica; `None` with less than half an hour of history, no demand, no
-    /// capacity, or no replica held.
+    /// second per replica, ours read by the fluid model; `None` with less than half an hour of
+    /// history, no demand, no capacity, or no replica held.
     pub fn compare(&self, capacity: f64, min: u32, max: u32) -> Option<StaticComparison> {
+        self.compare_by(capacity, min, max, false)
+    }
+
+    /// As [`Hindsight::compare`], ours read, with `by_count`, by the lower of the fluid
+    /// model's share and what the engines counted (`oursby=counted`).
+    pub fn compare_by(
+        &self,
+        capacity: f64,
+        min: u32,
+        max: u32,
+        by_count: bool,
+    ) -> Option<StaticComparison> {
         if !(capacity.is_finite() && capacity > 0.0) {
             return None;
         }
@@ -317,7 +371,28 @@ impl Hindsight {
             .take(minutes.len())
             .map(|m| f64::from(m.peak))
             .fold(0.0, f64::max);
-        let ours_served = served(&|m| m.1);
+        let ours_fluid = served(&|m| m.1);
+        // What the engines counted as not served, in requests: a minute with no count at what
+        // the fluid model leaves unserved.
+        let any_count = self.whole().any(|m| m.counted > 0);
+        let ours_counted = any_count.then(|| {
+            let unserved: f64 = self
+                .whole()
+                .zip(&minutes)
+                .map(|(kept, m)| {
+                    if kept.counted > 0 {
+                        f64::from(kept.missed) / f64::from(kept.counted)
+                    } else {
+                        (m.0 - m.1 * capacity).max(0.0)
+                    }
+                })
+                .sum();
+            (100.0 * (1.0 - unserved / total)).clamp(0.0, 100.0)
+        });
+        let ours_served = match ours_counted {
+            Some(counted) if by_count => ours_fluid.min(counted),
+            _ => ours_fluid,
+        };
         let ours_hours = hours(minutes.iter().map(|m| m.2).sum());
         // Scaled to zero all along: nothing was spent to compare with.
         if ours_hours <= 0.0 {
@@ -348,6 +423,8 @@ impl Hindsight {
             minutes: count,
             capacity_per_replica: capacity,
             ours_served_percent: ours_served,
+            ours_fluid_percent: ours_fluid,
+            ours_counted_percent: ours_counted,
             ours_replica_hours: ours_hours,
             as_much,
             at_99,
@@ -377,8 +454,20 @@ impl StaticComparison {
             Some(_) => String::new(),
             None => "; no fleet up to maxReplicas serves 99 %".to_owned(),
         };
+        // What the engines counted, beside the model's share, and which one judges ours.
+        let counted = match self.ours_counted_percent {
+            Some(_) if self.ours_served_percent < self.ours_fluid_percent => format!(
+                " ({} % by the fluid model, judged by the engines' count: aborted requests and first tokens over the TTFT SLO)",
+                num(self.ours_fluid_percent)
+            ),
+            Some(c) => format!(
+                " ({} % by the engines' count: aborted requests and first tokens over the TTFT SLO)",
+                num(c)
+            ),
+            None => String::new(),
+        };
         format!(
-            "hindsight over {} min at {} req/s per replica (fluid model): ours served {} % of the demand for {} replica-hours; a static fleet of {}{at_99}{}",
+            "hindsight over {} min at {} req/s per replica (fluid model): ours served {} % of the demand{counted} for {} replica-hours; a static fleet of {}{at_99}{}",
             self.minutes,
             num(self.capacity_per_replica),
             num(self.ours_served_percent),
@@ -457,6 +546,95 @@ mod tests {
             Some((None, Duration::from_secs(49 * 60)))
         );
         assert_eq!(h.stretches_between(50.0, at, None), None);
+    }
+
+    #[test]
+    fn what_the_engines_counted_reads_the_misses_the_fluid_model_serves() {
+        // 40 min: 10 req/s on 2 replicas of 10 req/s, then a 10-min burst of 30 req/s on the
+        // same 2 (the fluid model serves 20 of it), then 20 min of 10 req/s as the queue it
+        // left times out: the engines count 4 req/s aborted there and 1 req/s of first tokens
+        // over the SLO through the burst.
+        let missed = |t: u64| match t / 60 {
+            40..50 => 1.0,
+            50..70 => 4.0,
+            _ => 0.0,
+        };
+        let mut h = Hindsight::default();
+        for t in (0..70 * 60 + 2).step_by(2) {
+            let burst = (40 * 60..50 * 60).contains(&t);
+            h.observe(
+                Duration::from_secs(t),
+                if burst { 30.0 } else { 10.0 },
+                2,
+                2,
+            );
+            h.count_missed(missed(t));
+        }
+        // Demand: 60 min at 10 and 10 at 30, 900 req/s-minutes; unserved by the fluid model
+        // 10 x 10 = 100, by the count 10 x 1 + 20 x 4 = 90.
+        let fluid = h.compare(10.0, 1, 20).unwrap();
+        assert!((fluid.ours_fluid_percent - 100.0 * 800.0 / 900.0).abs() < 1e-6);
+        assert_eq!(fluid.ours_served_percent, fluid.ours_fluid_percent);
+        let counted = fluid.ours_counted_percent.unwrap();
+        assert!((counted - 100.0 * 810.0 / 900.0).abs() < 1e-4, "{counted}");
+        // The fluid model reads less here, so it judges ours under `counted` too.
+        let by_count = h.compare_by(10.0, 1, 20, true).unwrap();
+        assert_eq!(by_count.ours_served_percent, fluid.ours_fluid_percent);
+        // Twice the aborts: the count reads below the model and judges ours; a fleet of 3,
+        // which serves the whole demand for 1.5 times ours' replica-hours, still does not beat
+        // ours, and the explanation says which share judged it.
+        let mut h2 = Hindsight::default();
+        for t in (0..70 * 60 + 2).step_by(2) {
+            let burst = (40 * 60..50 * 60).contains(&t);
+            h2.observe(
+                Duration::from_secs(t),
+                if burst { 30.0 } else { 10.0 },
+                2,
+                2,
+            );
+            h2.count_missed(2.0 * missed(t));
+        }
+        let by_count = h2.compare_by(10.0, 1, 20, true).unwrap();
+        assert!((by_count.ours_served_percent - 100.0 * 720.0 / 900.0).abs() < 1e-4);
+        assert!(by_count.ours_fluid_percent > by_count.ours_served_percent);
+        assert!(!by_count.static_beats_ours);
+        assert!(
+            by_count
+                .describe()
+                .contains("% by the fluid model, judged by the engines' count"),
+            "{}",
+            by_count.describe()
+        );
+        assert!(
+            h2.compare(10.0, 1, 20)
+                .unwrap()
+                .describe()
+                .contains("% by the engines' count: aborted requests"),
+        );
+        // A minute with no count (inherited) reads at the fluid model's share; a history with
+        // none has no count at all.
+        let none = history(40 * 60, |_| 10.0, |_| 1, |_| 1);
+        assert_eq!(
+            none.compare(10.0, 1, 20).unwrap().ours_counted_percent,
+            None
+        );
+        // 20 req/s on 1 replica of 10 for 10 min, then 10 for 30: the fluid model leaves 100
+        // of 500 unserved; a count of none in minute 5 leaves 90.
+        let mut some = Hindsight::default();
+        for t in (0..40 * 60 + 2).step_by(2) {
+            some.observe(
+                Duration::from_secs(t),
+                if t < 600 { 20.0 } else { 10.0 },
+                1,
+                1,
+            );
+            if t / 60 == 5 {
+                some.count_missed(0.0);
+            }
+        }
+        let c = some.compare(10.0, 1, 20).unwrap();
+        assert!((c.ours_fluid_percent - 80.0).abs() < 1e-9);
+        assert!((c.ours_counted_percent.unwrap() - 82.0).abs() < 1e-9);
     }
 
     #[test]

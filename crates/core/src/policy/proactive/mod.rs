@@ -77,6 +77,33 @@ use crate::signals::{FleetSignals, Latency, SignalSet};
 
 /// The `finished_reason` of requests that ended without being served (vLLM's abort).
 const ABORTED: &str = "abort";
+
+/// What the engines counted over the latency window as not served within the SLO, requests per
+/// second: those that finished aborted (clients that gave up, most in a queue) and the first
+/// tokens over `ttft_slo` (the TTFT histogram's share above it, over the seconds the window's
+/// finished requests were counted over). A request aborted after a late first token counts
+/// twice; the hindsight caps what it reads at the demand. `None` when the engines expose
+/// neither count.
+fn counted_misses(f: &SignalSet, ttft_slo: Option<f64>) -> Option<f64> {
+    let aborted = f
+        .finished_per_second_by_reason
+        .get(ABORTED)
+        .copied()
+        .filter(|r| r.is_finite() && *r >= 0.0);
+    let late = ttft_slo.and_then(|slo| {
+        let span = f
+            .finished_window_seconds
+            .filter(|s| s.is_finite() && *s > 0.0)?;
+        let share = f.share_within(Latency::Ttft, slo)?;
+        let firsts = f.observations(Latency::Ttft)?;
+        Some(firsts * (1.0 - share) / span)
+    });
+    let reasons_read = !f.finished_per_second_by_reason.is_empty();
+    match (aborted, late) {
+        (None, None) if !reasons_read => None,
+        (a, l) => Some(a.unwrap_or(0.0) + l.unwrap_or(0.0)),
+    }
+}
 /// The start-up horizon used until one is observed, seconds.
 const DEFAULT_STARTUP_SECONDS: f64 = 300.0;
 /// The most one interval between decisions adds to the learning's observed history: a longer
@@ -408,6 +435,14 @@ pub struct ProactiveConfig {
     /// ski-rental rule). A floor inherited from an earlier pod carries no count of requests
     /// and is held as without it.
     pub miss_price: f64,
+    /// What the hindsight judges ours' share of the demand by (`oursby=fluid|counted`):
+    /// `fluid` (false, the default), the fluid model's (each minute's demand served up to the
+    /// ready replicas' capacity, nothing carried over); `counted` (true), the lower of that and
+    /// what the engines counted (the demand less the requests aborted and the first tokens
+    /// over the TTFT SLO), which holds the queue a burst leaves and the requests that time out
+    /// in it. The count is read and explained either way; it names a fleet, and sizes the
+    /// requests `missprice` prices, only under `counted`.
+    pub ours_counted: bool,
     /// How long a step of one replica waits (`confirm=S`, 0 <= S <= 600 seconds; 0, none, by
     /// default): the need must have stayed above the target for S seconds before one more
     /// replica is asked for. A need that crosses a whole replica and falls back within S seconds
@@ -844,6 +879,7 @@ impl Default for ProactiveConfig {
             saturated: capacity::DEFAULT_SATURATED,
             tail_lighter: DEFAULT_TAIL_LIGHTER,
             served_completed: DEFAULT_SERVED_COMPLETED,
+            ours_counted: false,
             itl_test: ItlTest::P95,
             backstop_itl_test: false,
             saturation_queued: false,
@@ -1088,7 +1124,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen|breach|history|at99` (whether the hindsight's fleet also caps the need within the demand it was judged on: `seen` while the fleet is within its SLOs with no queue and no trigger, `breach` through those too, `history` through those and whatever the capacity estimate now, `at99` as `history` for a fleet found serving 99 % of the demand and as `seen` for another), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts), `; missprice=P` (0 <= P <= 1000000 GPU-seconds per missed request, 0 for none: the hindsight floor is set aside once what it held beyond the need since the demand last needed it exceeds P times the requests its fleet would have served beyond ours), `; backstopstep=K` (a whole number 0 <= K <= 20, 0 for the guide's step: the most replicas the guide's backstop adds in one step while the demand's need is within the target) and `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; ceiling=off|seen|breach|history|at99` (whether the hindsight's fleet also caps the need within the demand it was judged on: `seen` while the fleet is within its SLOs with no queue and no trigger, `breach` through those too, `history` through those and whatever the capacity estimate now, `at99` as `history` for a fleet found serving 99 % of the demand and as `seen` for another), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts), `; missprice=P` (0 <= P <= 1000000 GPU-seconds per missed request, 0 for none: the hindsight floor is set aside once what it held beyond the need since the demand last needed it exceeds P times the requests its fleet would have served beyond ours), `; backstopstep=K` (a whole number 0 <= K <= 20, 0 for the guide's step: the most replicas the guide's backstop adds in one step while the demand's need is within the target), `; oursby=fluid|counted` (whether the hindsight judges ours' share of the demand by its fluid model, or by the lower of that and what the engines counted: aborted requests and first tokens over the TTFT SLO) and `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -1139,6 +1175,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                     "troughnow" => Some((&mut c.trough_needs_low_now, "below", "any")),
                     "ramp" => Some((&mut c.ramp_in_halves, "halves", "recent")),
                     "lapseif" => Some((&mut c.lapse_below_peak, "peak", "fewer")),
+                    "oursby" => Some((&mut c.ours_counted, "counted", "fluid")),
                     _ => None,
                 };
                 if let Some((field, yes, no)) = two_valued {
@@ -2436,13 +2473,19 @@ impl Proactive {
         }
         let level = clamp(level, c);
         state.level = Some(level);
-        if self
+        let closed = self
             .hindsight
-            .observe(history_now, history_demand, ready, level.max(ready))
-        {
-            self.comparison =
-                self.hindsight
-                    .compare(hindsight_carry, c.min_replicas, c.max_replicas);
+            .observe(history_now, history_demand, ready, level.max(ready));
+        if let Some(missed) = counted_misses(f, c.ttft_slo_seconds) {
+            self.hindsight.count_missed(missed);
+        }
+        if closed {
+            self.comparison = self.hindsight.compare_by(
+                hindsight_carry,
+                c.min_replicas,
+                c.max_replicas,
+                self.config.ours_counted,
+            );
             if self.config.hindsight_floor
                 && let Some(cmp) = &self.comparison
                 && let Some(by) = if self.config.name_cheapest {

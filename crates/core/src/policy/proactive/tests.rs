@@ -1,5 +1,5 @@
 use super::*;
-use crate::signals::{Quantiles, SignalSet};
+use crate::signals::{Bucket, Quantiles, SignalSet};
 
 fn config(proactive: &str) -> PolicyConfig {
     PolicyConfig {
@@ -449,6 +449,13 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
+            "proactive; oursby=counted",
+            ProactiveConfig {
+                ours_counted: true,
+                ..d()
+            },
+        ),
+        (
             "proactive; missprice=5",
             ProactiveConfig {
                 miss_price: 5.0,
@@ -603,6 +610,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; backstopstep=1.5",
         "proactive; floorlapse=-1",
         "proactive; missprice=-1",
+        "proactive; oursby=both",
         "proactive; missprice=2000000",
         "proactive; lapsegap=11",
         "proactive; lapsegap=-1",
@@ -2565,6 +2573,65 @@ fn under_floorlapse_a_hindsight_floor_whose_demand_is_gone_is_set_aside() {
         never_says(&recurring, "floorlapse"),
         "a recurring burst's floor lapsed"
     );
+}
+
+#[test]
+fn the_hindsight_reads_what_the_engines_counted_and_judges_ours_by_it_under_oursby_counted() {
+    // Forty minutes on 2 replicas finishing 10 req/s, 3 of them aborted (clients that gave up):
+    // the fluid model serves the whole demand; the engines count 70 % of it served.
+    let mut s = fleet(2, 10.0, 8.0);
+    s.fleet.finished_per_second_by_reason =
+        [("abort".to_owned(), 3.0), ("stop".to_owned(), 7.0)].into();
+    let read = |metadata: &str| {
+        let mut r = Run::new(metadata, 2);
+        let last = r.steady(40 * 60, &s);
+        (
+            r.proactive.hindsight().cloned().expect("a comparison"),
+            last,
+        )
+    };
+    let (fluid, _) = read("proactive");
+    assert!((fluid.ours_fluid_percent - 100.0).abs() < 1e-6, "{fluid:?}");
+    assert_eq!(fluid.ours_served_percent, fluid.ours_fluid_percent);
+    let counted = fluid.ours_counted_percent.expect("a count");
+    assert!((counted - 70.0).abs() < 1e-3, "{counted}");
+    let (judged, _) = read("proactive; oursby=counted");
+    assert!(
+        (judged.ours_served_percent - 70.0).abs() < 1e-3,
+        "{judged:?}"
+    );
+    assert!(
+        judged.describe().contains(
+            "ours served 70 % of the demand (100 % by the fluid model, judged by the engines' count"
+        ),
+        "{}",
+        judged.describe()
+    );
+    // First tokens over the TTFT SLO count too: 60 in the minute's window, 45 of them within
+    // 1 s and none between 1 and 2.5 s, so 15 over the SLO of 2 s, 0.25 per second, beside the
+    // 3 aborted.
+    s.fleet.finished_window_seconds = Some(60.0);
+    s.fleet.ttft_buckets = vec![
+        Bucket {
+            le: 1.0,
+            count: 45.0,
+        },
+        Bucket {
+            le: 2.5,
+            count: 45.0,
+        },
+        Bucket {
+            le: f64::INFINITY,
+            count: 60.0,
+        },
+    ];
+    assert_eq!(counted_misses(&s.fleet, Some(2.0)), Some(3.25));
+    assert_eq!(counted_misses(&s.fleet, None), Some(3.0));
+    // Engines that expose no finished reason and no TTFT histogram give no count.
+    assert_eq!(counted_misses(&fleet(2, 10.0, 8.0).fleet, Some(2.0)), None);
+    let mut r = Run::new("proactive", 2);
+    r.steady(40 * 60, &fleet(2, 10.0, 8.0));
+    assert_eq!(r.proactive.hindsight().unwrap().ours_counted_percent, None);
 }
 
 #[test]
