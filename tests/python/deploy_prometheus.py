@@ -58,6 +58,8 @@ def _scaler_samples(namespace: str, t: int, step: int) -> list[tuple[str, str, f
         "vllm_keda_scaler_hindsight_static_replicas": 3,
         "vllm_keda_scaler_hindsight_static_replica_hours_ratio": 1.2,
         "vllm_keda_scaler_hindsight_static_beats_ours": 0,
+        "vllm_keda_scaler_hindsight_served_ratio": 0.97,
+        "vllm_keda_scaler_hindsight_served_counted_ratio": 0.91,
         "vllm_keda_scaler_capacity_per_replica": 9.5, "vllm_keda_scaler_startup_seconds": 300,
     }
     out = [(n, "{" + so + "}", float(v)) for n, v in gauges.items()]

@@ -49,6 +49,8 @@ SCALER_GAUGES = [
     "vllm_keda_scaler_hindsight_static_replicas",
     "vllm_keda_scaler_hindsight_static_replica_hours_ratio",
     "vllm_keda_scaler_hindsight_static_beats_ours",
+    "vllm_keda_scaler_hindsight_served_ratio",
+    "vllm_keda_scaler_hindsight_served_counted_ratio",
     "vllm_keda_scaler_capacity_per_replica",
     "vllm_keda_scaler_startup_seconds",
     "vllm_keda_scaler_learned_observed_seconds",

@@ -165,7 +165,7 @@ fn or_nan(value: Option<f64>) -> f64 {
 }
 
 /// Every per-ScaledObject gauge: registered, set and removed from this table alone.
-pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 19] = [
+pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 21] = [
     ScaledObjectGauge {
         name: "target_replicas",
         help: "Replica target returned to KEDA",
@@ -255,6 +255,24 @@ pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 19] = [
             Some(or_nan(
                 c.hindsight
                     .map(|h| if h.static_beats_ours { 1.0 } else { 0.0 }),
+            ))
+        }),
+    },
+    ScaledObjectGauge {
+        name: "hindsight_served_ratio",
+        help: "Share (0..1) of the last day's demand the autoscaled fleet served by the proactive policy's fluid model, which serves each minute's demand up to the ready replicas' capacity and so reads a burst's queue as served (NaN before half an hour and under the guide's policy)",
+        source: GaugeSource::Cycle(|c| {
+            Some(or_nan(c.hindsight.map(|h| h.ours_fluid_percent / 100.0)))
+        }),
+    },
+    ScaledObjectGauge {
+        name: "hindsight_served_counted_ratio",
+        help: "Share (0..1) of the last day's demand the autoscaled fleet served by what the engines counted: the demand less the requests finished aborted and the first tokens over the TTFT SLO (NaN when the engines expose neither, before half an hour and under the guide's policy)",
+        source: GaugeSource::Cycle(|c| {
+            Some(or_nan(
+                c.hindsight
+                    .and_then(|h| h.ours_counted_percent)
+                    .map(|p| p / 100.0),
             ))
         }),
     },
@@ -517,6 +535,8 @@ mod tests {
             minutes: 120,
             capacity_per_replica: 10.0,
             ours_served_percent: 80.0,
+            ours_fluid_percent: 80.0,
+            ours_counted_percent: Some(72.5),
             ours_replica_hours: 8.0,
             as_much: fleet(3, 85.0, 6.0),
             at_99: Some(fleet(4, 100.0, 8.0)),
@@ -594,6 +614,11 @@ mod tests {
         // quantile (so an alert on it stays silent, and the series exists from the start).
         assert!(value(&m, "hindsight_static_replicas").unwrap().is_nan());
         assert!(value(&m, "hindsight_static_beats_ours").unwrap().is_nan());
+        assert!(
+            value(&m, "hindsight_served_counted_ratio")
+                .unwrap()
+                .is_nan()
+        );
         m.record_cycle(
             &labels(),
             &CycleReading {
@@ -607,6 +632,8 @@ mod tests {
             Some(0.75)
         );
         assert_eq!(value(&m, "hindsight_static_beats_ours"), Some(1.0));
+        assert_eq!(value(&m, "hindsight_served_ratio"), Some(0.8));
+        assert_eq!(value(&m, "hindsight_served_counted_ratio"), Some(0.725));
         // The proactive policy (the default) before any capacity estimate: NaN, and the start-up
         // time it uses, its default; what it learns later is exposed as it moves.
         assert!(value(&m, "capacity_per_replica").unwrap().is_nan());
@@ -722,6 +749,8 @@ mod tests {
             "# HELP vllm_keda_scaler_hindsight_static_replicas Smallest static fleet that would have served as much of the last day's demand as the autoscaled one (proactive policy's fluid model; NaN before half an hour and under the guide's policy).",
             "# HELP vllm_keda_scaler_hindsight_static_replica_hours_ratio That static fleet's replica-hours over the autoscaled fleet's, last day (below 1: the static fleet was cheaper; NaN while undefined).",
             "# HELP vllm_keda_scaler_hindsight_static_beats_ours 1 when some static fleet would have served at least 1 point more of the last day's demand with at most 97 % of the autoscaled fleet's replica-hours, 0 when none would have, NaN while undefined.",
+            "# HELP vllm_keda_scaler_hindsight_served_ratio Share (0..1) of the last day's demand the autoscaled fleet served by the proactive policy's fluid model, which serves each minute's demand up to the ready replicas' capacity and so reads a burst's queue as served (NaN before half an hour and under the guide's policy).",
+            "# HELP vllm_keda_scaler_hindsight_served_counted_ratio Share (0..1) of the last day's demand the autoscaled fleet served by what the engines counted: the demand less the requests finished aborted and the first tokens over the TTFT SLO (NaN when the engines expose neither, before half an hour and under the guide's policy).",
             "# HELP vllm_keda_scaler_capacity_per_replica Requests per second one replica serves within the SLO, as the proactive policy estimates it from this scaler pod's history, or another pod's it inherited through the learned-state ConfigMap (the metadata's prior until observations move it; NaN under the guide's policy and before any estimate).",
             "# HELP vllm_keda_scaler_startup_seconds Seconds from asking for a replica to it serving, as the proactive policy uses it (set, learned by this scaler pod or inherited from another, or the 300 s default; NaN under the guide's policy).",
             "# HELP vllm_keda_scaler_learned_observed_seconds Seconds of decisions with a stable fleet serving load that the proactive policy's learning rests on, another scaler pod's included once inherited or adopted: of two pods keeping their learning in a ConfigMap, the one with more leads (NaN under the guide's policy).",
