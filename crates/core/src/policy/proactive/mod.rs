@@ -1415,7 +1415,8 @@ struct StaticFloor {
     /// The capacity estimate the comparison named the fleet at (NaN: not known).
     capacity: f64,
     /// The requests the named fleet would have served beyond ours over the history that named
-    /// it, by the comparison's fluid model (NaN: not known, as for an inherited floor).
+    /// it, by the comparison (its fluid model; ours, under `oursby=counted`, by the lower of
+    /// that and the engines' count; NaN: not known, as for an inherited floor).
     served_beyond: f64,
     /// When a comparison last found a static fleet beating ours (for an inherited floor: when
     /// this policy took it up).
@@ -2689,13 +2690,18 @@ impl Proactive {
         }
         if let (Some(f), Some(n)) = (self.static_floor, static_floor) {
             numbers.push_str(&format!(
-                "; hindsight floor: over {} min a static fleet of {} replicas would have served {} % of the demand for {} replica-hours, ours {} % for {} (fluid model{}; last found {} ago{}, kept for a day after){} -> {n} replicas",
+                "; hindsight floor: over {} min a static fleet of {} replicas would have served {} % of the demand for {} replica-hours, ours {} % for {} ({}{}; last found {} ago{}, kept for a day after){} -> {n} replicas",
                 f.minutes,
                 f.fleet.replicas,
                 num(f.fleet.served_percent),
                 num(f.fleet.replica_hours),
                 num(f.ours_served_percent),
                 num(f.ours_replica_hours),
+                if self.config.ours_counted {
+                    "fluid model, ours by the lower of it and the engines' count, oursby=counted"
+                } else {
+                    "fluid model"
+                },
                 match self.config.hindsight_at {
                     HindsightAt::Estimate => String::new(),
                     at => format!(

@@ -2590,12 +2590,24 @@ fn the_hindsight_reads_what_the_engines_counted_and_judges_ours_by_it_under_ours
             last,
         )
     };
-    let (fluid, _) = read("proactive");
+    let (fluid, unfloored) = read("proactive");
     assert!((fluid.ours_fluid_percent - 100.0).abs() < 1e-6, "{fluid:?}");
     assert_eq!(fluid.ours_served_percent, fluid.ours_fluid_percent);
     let counted = fluid.ours_counted_percent.expect("a count");
     assert!((counted - 70.0).abs() < 1e-3, "{counted}");
-    let (judged, _) = read("proactive; oursby=counted");
+    // Read by the fluid model no static fleet beats ours; by the count, 2 replicas held all
+    // along serve the whole demand for fewer replica-hours than ours held, and become a floor.
+    assert!(
+        !unfloored.explanation.contains("hindsight floor"),
+        "{}",
+        unfloored.explanation
+    );
+    let (judged, last) = read("proactive; oursby=counted");
+    assert_decides(
+        &last,
+        2,
+        "hindsight floor: over 40 min a static fleet of 2 replicas would have served 100 % of the demand for 1.33 replica-hours, ours 70 % for 1.85 (fluid model, ours by the lower of it and the engines' count, oursby=counted;",
+    );
     assert!(
         (judged.ours_served_percent - 70.0).abs() < 1e-3,
         "{judged:?}"
