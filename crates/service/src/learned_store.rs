@@ -416,6 +416,7 @@ mod tests {
             peak_demand: 47.0,
             age_seconds: 1_800.0,
             capacity_per_replica: Some(9.5),
+            served_beyond_requests: Some(1_234.5),
         };
         let record = Record {
             persisted: Persisted {

@@ -422,6 +422,7 @@ async fn a_starting_scaler_inherits_what_an_earlier_pod_kept_for_the_same_trigge
             peak_demand: 30.0,
             age_seconds: 1_800.0,
             capacity_per_replica: Some(10.0),
+            served_beyond_requests: None,
         });
         // And the demand history of its last twenty minutes: a burst of 60 req/s ten minutes
         // before it wrote the record (twenty by now, within the peak floor's half hour).

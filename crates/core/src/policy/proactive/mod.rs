@@ -432,8 +432,9 @@ pub struct ProactiveConfig {
     /// needs it again. Holding it is rent paid against a crowd's return; the misses of a return
     /// are what not holding it costs; a floor held until the rent equals that cost, then let
     /// go, costs at most twice the better of the two whether the crowd returns or not (the
-    /// ski-rental rule). A floor inherited from an earlier pod carries no count of requests
-    /// and is held as without it.
+    /// ski-rental rule). A floor inherited from an earlier pod carries the count of requests
+    /// it was named with (`PersistedFloor::served_beyond_requests`); one from a record written
+    /// before that count was kept is held as without the setting.
     pub miss_price: f64,
     /// What the hindsight judges ours' share of the demand by (`oursby=fluid|counted`):
     /// `fluid` (false, the default), the fluid model's (each minute's demand served up to the
@@ -670,6 +671,11 @@ pub struct PersistedFloor {
     /// (absent in records written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_per_replica: Option<f64>,
+    /// The requests the named fleet would have served beyond ours over that history, what
+    /// `missprice=P` prices (absent in records written before it was kept: such a floor is
+    /// held as without the setting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_beyond_requests: Option<f64>,
 }
 
 impl PersistedFloor {
@@ -1416,7 +1422,8 @@ struct StaticFloor {
     capacity: f64,
     /// The requests the named fleet would have served beyond ours over the history that named
     /// it, by the comparison (its fluid model; ours, under `oursby=counted`, by the lower of
-    /// that and the engines' count; NaN: not known, as for an inherited floor).
+    /// that and the engines' count; NaN: not known, as for a floor inherited from a record
+    /// written before it was kept).
     served_beyond: f64,
     /// When a comparison last found a static fleet beating ours (for an inherited floor: when
     /// this policy took it up).
@@ -1454,6 +1461,7 @@ impl StaticFloor {
             peak_demand: self.peak_demand,
             age_seconds: self.age(now).as_secs_f64(),
             capacity_per_replica: Some(self.capacity).filter(|c| c.is_finite() && *c > 0.0),
+            served_beyond_requests: Some(self.served_beyond).filter(|r| r.is_finite() && *r >= 0.0),
         }
     }
 
@@ -1469,7 +1477,10 @@ impl StaticFloor {
             minutes: p.minutes,
             peak_demand: p.peak_demand,
             capacity: p.capacity_per_replica.unwrap_or(f64::NAN),
-            served_beyond: f64::NAN,
+            served_beyond: p
+                .served_beyond_requests
+                .filter(|r| r.is_finite() && *r >= 0.0)
+                .unwrap_or(f64::NAN),
             seen: now,
             earlier: Duration::from_secs_f64(p.age_seconds),
         }

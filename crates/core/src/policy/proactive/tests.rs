@@ -2707,6 +2707,63 @@ fn under_missprice_a_hindsight_floor_is_held_until_its_rent_passes_the_misses_it
 }
 
 #[test]
+fn an_inherited_hindsight_floor_keeps_the_requests_missprice_prices() {
+    let metadata = "proactive; capacity=10; startup=300; peak=0; periodic=off; hold=0; floorlapse=0; missprice=3";
+    // A floor of 3 replicas whose fleet would have served 400 requests beyond ours, kept for
+    // the next pod.
+    let mut old = Run::new(metadata, 3);
+    old.proactive.static_floor = Some(StaticFloor {
+        served_beyond: 400.0,
+        ..named_floor(3, 30.0)
+    });
+    old.at(0, &fleet(3, 5.0, 2.0));
+    let record = old.proactive.persisted();
+    assert_eq!(
+        record.hindsight_floor.unwrap().served_beyond_requests,
+        Some(400.0)
+    );
+    // The next pod holds it against that budget, 3 GPU-seconds times 400 requests: two
+    // replicas beyond the need of one, 1,200 replica-seconds in about ten minutes.
+    let run = |record: &Persisted| {
+        let mut next = Run::new(metadata, 3);
+        next.proactive.inherit(record);
+        (0..=1_200)
+            .step_by(2)
+            .map(|t| (t, next.at(t, &fleet(3, 5.0, 2.0))))
+            .collect::<Vec<_>>()
+    };
+    let inherited = run(&record);
+    let (t, first) = inherited
+        .iter()
+        .find(|(_, d)| d.explanation.contains("set aside: it held"))
+        .expect("the inherited floor priced out");
+    assert!((540..=660).contains(t), "at {t} s: {}", first.explanation);
+    assert!(
+        first.explanation.contains(
+            "times the 400 requests its fleet would have served beyond ours (missprice=3)"
+        ),
+        "{}",
+        first.explanation
+    );
+    // Set aside, the fleet scales in to the need behind the calm period.
+    assert_eq!(inherited.last().unwrap().1.target_replicas, 1);
+    // A record written before the count was kept is held as without the setting.
+    let older = Persisted {
+        hindsight_floor: record.hindsight_floor.map(|f| PersistedFloor {
+            served_beyond_requests: None,
+            ..f
+        }),
+        ..record.clone()
+    };
+    let held = run(&older);
+    assert!(
+        never_says(&held, "set aside"),
+        "an uncounted floor priced out"
+    );
+    assert_eq!(held.last().unwrap().1.target_replicas, 3);
+}
+
+#[test]
 fn under_lapseif_peak_a_floor_lapses_only_once_its_peak_is_gone() {
     // `lapsegap=0`: the lapse by `lapseif` alone (under `lapsegap`, bursts at more than half
     // the named peak keep the floor whatever `lapseif` says).
@@ -3721,6 +3778,7 @@ fn under_troughnow_below_a_burst_where_the_pattern_expects_a_trough_keeps_the_fl
         peak_demand: 58.0,
         age_seconds: 600.0,
         capacity_per_replica: None,
+        served_beyond_requests: None,
     });
     let run = |metadata: &str| {
         let mut new = Run::new(metadata, 1);
