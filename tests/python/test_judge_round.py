@@ -118,3 +118,49 @@ def test_a_floor_without_its_peers_rows_is_refused():
     r = judge("--min-replicas", 0, round_rows(31))
     assert r.returncode != 0
     assert "--min-replicas 0: expected 1 to 20" in r.stderr
+
+
+def test_a_seventh_column_of_withdrawn_start_ups_is_summed_beside_the_gpu_hours(tmp_path):
+    # Round 70's rows (proactive.md section 95), with each run's withdrawn start-ups read from
+    # its committed report, as `scripts/training-round` now writes them.
+    import json
+    evaluation = ROOT / "docs" / "evaluation"
+    floor1 = evaluation / "proactive-round70" / "floor1"
+    withdrawn = {}
+    for report in floor1.glob("*/report.json"):
+        for r in json.loads(report.read_text()):
+            withdrawn[(r["scenario"], r["policy"], str(r["seed"]))] = r["gpu_hours_withdrawn"]
+    rows = []
+    for line in (floor1 / "per-seed.tsv").read_text().splitlines():
+        cells = line.split("\t")
+        rows.append("\t".join(cells + [f"{withdrawn[tuple(cells[:3])]:.2f}"]))
+    seven = tmp_path / "per-seed.tsv"
+    seven.write_text("\n".join(rows) + "\n")
+    compare = [evaluation / d / "per-seed.tsv" for d in (
+        "proactive-round14/training", "proactive-round26/statics", "proactive-round29/compare",
+        "proactive-round36/statics", "early-crowd/compare", "two-crowds/compare")]
+    args = [a for c in compare for a in ("--compare", c)]
+    six = judge(*args, floor1 / "per-seed.tsv")
+    r = judge(*args, seven)
+    assert six.returncode == 0, six.stderr
+    assert r.returncode == 0, r.stderr
+    assert "| GPU-h | withdrawn GPU-h | flaps | dominated on |" in r.stdout
+    assert "withdrawn" not in six.stdout
+    # The default's sum over the eleven scenarios of its mean per seed, to the hundredth.
+    default = "ours:policy=proactive"
+    expected = 0.0
+    for scenario in {k[0] for k in withdrawn}:
+        seeds = [v for (s, p, _), v in withdrawn.items() if s == scenario and p == default]
+        expected += sum(round(v, 2) for v in seeds) / len(seeds)
+    row = next(line for line in r.stdout.splitlines() if line.startswith(f"| `{default}` (default)"))
+    assert f"| 131.06 | {expected:.2f} | 440 | 3 |" in row, row
+    # The verdict is the same either way.
+    assert r.stdout.split("\n\n", 1)[1] == six.stdout.split("\n\n", 1)[1]
+    # A row with an eighth field, or a seventh that is not a number, is refused.
+    bad = tmp_path / "bad.tsv"
+    bad.write_text(rows[0] + "\tx\n")
+    refused = judge(*args, bad)
+    assert refused.returncode != 0 and "bad.tsv:1: expected six or seven" in refused.stderr
+    bad.write_text("\t".join(rows[0].split("\t")[:6] + ["lots"]) + "\n")
+    refused = judge(*args, bad)
+    assert refused.returncode != 0 and "bad.tsv:1: expected six or seven" in refused.stderr
