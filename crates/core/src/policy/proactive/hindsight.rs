@@ -559,17 +559,18 @@ mod tests {
             50..70 => 4.0,
             _ => 0.0,
         };
-        let mut h = Hindsight::default();
-        for t in (0..70 * 60 + 2).step_by(2) {
-            let burst = (40 * 60..50 * 60).contains(&t);
-            h.observe(
-                Duration::from_secs(t),
-                if burst { 30.0 } else { 10.0 },
-                2,
-                2,
-            );
-            h.count_missed(missed(t));
-        }
+        // The day with `scale` times those counts.
+        let day = |scale: f64| {
+            let mut h = Hindsight::default();
+            for t in (0..70 * 60 + 2).step_by(2) {
+                let burst = (40 * 60..50 * 60).contains(&t);
+                let demand = if burst { 30.0 } else { 10.0 };
+                h.observe(Duration::from_secs(t), demand, 2, 2);
+                h.count_missed(scale * missed(t));
+            }
+            h
+        };
+        let h = day(1.0);
         // Demand: 60 min at 10 and 10 at 30, 900 req/s-minutes; unserved by the fluid model
         // 10 x 10 = 100, by the count 10 x 1 + 20 x 4 = 90.
         let fluid = h.compare(10.0, 1, 20).unwrap();
@@ -583,17 +584,7 @@ mod tests {
         // Twice the aborts: the count reads below the model and judges ours; a fleet of 3,
         // which serves the whole demand for 1.5 times ours' replica-hours, still does not beat
         // ours, and the explanation says which share judged it.
-        let mut h2 = Hindsight::default();
-        for t in (0..70 * 60 + 2).step_by(2) {
-            let burst = (40 * 60..50 * 60).contains(&t);
-            h2.observe(
-                Duration::from_secs(t),
-                if burst { 30.0 } else { 10.0 },
-                2,
-                2,
-            );
-            h2.count_missed(2.0 * missed(t));
-        }
+        let h2 = day(2.0);
         let by_count = h2.compare_by(10.0, 1, 20, true).unwrap();
         assert!((by_count.ours_served_percent - 100.0 * 720.0 / 900.0).abs() < 1e-4);
         assert!(by_count.ours_fluid_percent > by_count.ours_served_percent);
