@@ -373,22 +373,18 @@ impl Hindsight {
             .fold(0.0, f64::max);
         let ours_fluid = served(&|m| m.1);
         // What the engines counted as not served, in requests: a minute with no count at what
-        // the fluid model leaves unserved.
-        let any_count = self.whole().any(|m| m.counted > 0);
-        let ours_counted = any_count.then(|| {
-            let unserved: f64 = self
-                .whole()
+        // the fluid model leaves unserved; no share at all when no minute read a count.
+        let (unserved, any_count) =
+            self.whole()
                 .zip(&minutes)
-                .map(|(kept, m)| {
+                .fold((0.0, false), |(sum, any), (kept, m)| {
                     if kept.counted > 0 {
-                        f64::from(kept.missed) / f64::from(kept.counted)
+                        (sum + f64::from(kept.missed) / f64::from(kept.counted), true)
                     } else {
-                        (m.0 - m.1 * capacity).max(0.0)
+                        (sum + (m.0 - m.1 * capacity).max(0.0), any)
                     }
-                })
-                .sum();
-            (100.0 * (1.0 - unserved / total)).clamp(0.0, 100.0)
-        });
+                });
+        let ours_counted = any_count.then(|| (100.0 * (1.0 - unserved / total)).clamp(0.0, 100.0));
         let ours_served = match ours_counted {
             Some(counted) if by_count => ours_fluid.min(counted),
             _ => ours_fluid,

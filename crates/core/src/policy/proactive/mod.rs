@@ -82,14 +82,10 @@ const ABORTED: &str = "abort";
 /// second: those that finished aborted (clients that gave up, most in a queue) and the first
 /// tokens over `ttft_slo` (the TTFT histogram's share above it, over the seconds the window's
 /// finished requests were counted over). A request aborted after a late first token counts
-/// twice; the hindsight caps what it reads at the demand. `None` when the engines expose
-/// neither count.
+/// twice; the comparison reads no share below none of the demand served. `None` when the
+/// engines expose neither count.
 fn counted_misses(f: &SignalSet, ttft_slo: Option<f64>) -> Option<f64> {
-    let aborted = f
-        .finished_per_second_by_reason
-        .get(ABORTED)
-        .copied()
-        .filter(|r| r.is_finite() && *r >= 0.0);
+    let aborted = aborted_per_second(f).map(finite);
     let late = ttft_slo.and_then(|slo| {
         let span = f
             .finished_window_seconds
@@ -104,6 +100,16 @@ fn counted_misses(f: &SignalSet, ttft_slo: Option<f64>) -> Option<f64> {
         (a, l) => Some(a.unwrap_or(0.0) + l.unwrap_or(0.0)),
     }
 }
+
+/// Requests per second that finished aborted over the latency window (clients that gave up,
+/// often while queued: asked for, not served); `None` when the engines report no such rate.
+fn aborted_per_second(f: &SignalSet) -> Option<f64> {
+    f.finished_per_second_by_reason
+        .get(ABORTED)
+        .copied()
+        .filter(|r| r.is_finite())
+}
+
 /// The start-up horizon used until one is observed, seconds.
 const DEFAULT_STARTUP_SECONDS: f64 = 300.0;
 /// The most one interval between decisions adds to the learning's observed history: a longer
@@ -1846,11 +1852,7 @@ impl Proactive {
         let queued = queue > f64::from(ready);
         // What a fleet completed: aborted requests (clients that gave up, often while queued)
         // finish too, but were not served.
-        let aborted = f
-            .finished_per_second_by_reason
-            .get(ABORTED)
-            .copied()
-            .map_or(0.0, finite);
+        let aborted = aborted_per_second(f).map_or(0.0, finite);
         let completed = (finished - aborted).max(0.0);
         let served = if self.config.served_completed {
             completed
