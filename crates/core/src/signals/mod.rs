@@ -143,21 +143,21 @@ impl SignalSet {
     /// The share (0..1) of the window's TTFT observations (`Latency::Ttft`) or inter-token
     /// gaps (`Latency::Itl`) at or below `seconds`; `None` with no observation in the window.
     pub fn share_within(&self, latency: Latency, seconds: f64) -> Option<f64> {
-        let buckets = match latency {
-            Latency::Ttft => &self.ttft_buckets,
-            Latency::Itl => &self.itl_buckets,
-        };
-        histogram_share_at_most(seconds, buckets)
+        histogram_share_at_most(seconds, self.buckets(latency))
     }
 
     /// How many TTFT observations (`Latency::Ttft`) or inter-token gaps (`Latency::Itl`) the
     /// window holds; `None` with none.
     pub fn observations(&self, latency: Latency) -> Option<f64> {
-        let buckets = match latency {
+        histogram_observations(self.buckets(latency))
+    }
+
+    /// The window's histogram of `latency`.
+    fn buckets(&self, latency: Latency) -> &[Bucket] {
+        match latency {
             Latency::Ttft => &self.ttft_buckets,
             Latency::Itl => &self.itl_buckets,
-        };
-        histogram_observations(buckets)
+        }
     }
 }
 

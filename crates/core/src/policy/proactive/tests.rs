@@ -732,6 +732,18 @@ fn saturated(t: u64, from: u64) -> FleetSignals {
 }
 
 /// A fleet of `ready` replicas finishing `rps` requests per second with `queue` waiting and
+/// `s` with `aborted` of its finished requests per second finished aborted (clients that gave
+/// up) and the rest stopped.
+fn with_aborted(mut s: FleetSignals, aborted: f64) -> FleetSignals {
+    let finished = s.fleet.requests_per_second.unwrap_or(0.0);
+    s.fleet.finished_per_second_by_reason = [
+        ("abort".to_owned(), aborted),
+        ("stop".to_owned(), finished - aborted),
+    ]
+    .into();
+    s
+}
+
 /// P95 TTFT at 5 s, far over its SLO: every replica busy.
 fn queued(ready: usize, rps: f64, queue: f64) -> FleetSignals {
     let mut s = fleet(ready, rps, 8.0 * ready as f64);
@@ -751,11 +763,7 @@ fn a_saturated_fleet_teaches_capacity_unless_saturated_is_off() {
         }
         let mut burst = queued(2, 26.0, 60.0);
         if aborted > 0.0 {
-            burst.fleet.finished_per_second_by_reason = [
-                ("abort".to_owned(), aborted),
-                ("stop".to_owned(), 26.0 - aborted),
-            ]
-            .into();
+            burst = with_aborted(burst, aborted);
         }
         (122..=240)
             .step_by(2)
@@ -926,9 +934,7 @@ fn under_breached_replicas_that_breach_above_a_light_loads_estimate_teach_it() {
 fn under_served_completed_aborted_requests_teach_no_capacity() {
     // One replica within its SLOs finishes 12 req/s, 4 of them aborted (clients that gave
     // up): it served 8.
-    let mut s = fleet(1, 12.0, 2.0);
-    s.fleet.finished_per_second_by_reason =
-        [("abort".to_owned(), 4.0), ("stop".to_owned(), 8.0)].into();
+    let s = with_aborted(fleet(1, 12.0, 2.0), 4.0);
     let learn = |metadata: &str| {
         let mut r = Run::new(metadata, 1);
         for t in (0..=120).step_by(2) {
@@ -2579,9 +2585,7 @@ fn under_floorlapse_a_hindsight_floor_whose_demand_is_gone_is_set_aside() {
 fn the_hindsight_reads_what_the_engines_counted_and_judges_ours_by_it_under_oursby_counted() {
     // Forty minutes on 2 replicas finishing 10 req/s, 3 of them aborted (clients that gave up):
     // the fluid model serves the whole demand; the engines count 70 % of it served.
-    let mut s = fleet(2, 10.0, 8.0);
-    s.fleet.finished_per_second_by_reason =
-        [("abort".to_owned(), 3.0), ("stop".to_owned(), 7.0)].into();
+    let mut s = with_aborted(fleet(2, 10.0, 8.0), 3.0);
     let read = |metadata: &str| {
         let mut r = Run::new(metadata, 2);
         let last = r.steady(40 * 60, &s);
