@@ -119,7 +119,7 @@ fn bench(c: &mut Criterion) {
     // The proactive policy's hindsight: one decision's record, and the once-a-minute
     // comparison over a full day against 20 static fleets.
     // The same day is also kept with what the engines counted at every decision (aborted
-    // requests and first tokens over the TTFT SLO), for the comparison that judges ours by it
+    // requests, and late first tokens or slow requests), for the comparison that judges ours by it
     // (`oursby=counted`).
     let mut day = Hindsight::default();
     let mut counted = Hindsight::default();

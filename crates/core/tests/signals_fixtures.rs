@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use vllm_keda_core::exposition;
 use vllm_keda_core::signals::{
-    FleetWindow, Generation, GpuSnapshot, PodSnapshot, SignalSettings, SnapshotError,
+    FleetWindow, Generation, GpuSnapshot, Latency, PodSnapshot, SignalSettings, SnapshotError,
 };
 
 fn fixture(name: &str) -> String {
@@ -153,6 +153,16 @@ fn idle_to_loaded_matches_the_reference_quantiles() {
         p95 > request_mean && p95 < 1.0,
         "{p95} vs mean {request_mean}"
     );
+    // The histogram is kept whole for the engines' count of misses: it holds those 1,514
+    // requests, and fewer of them are within 50 ms a token than within 1 s.
+    assert_eq!(fleet.observations(Latency::RequestTpot), Some(1_514.0));
+    let within = |s| {
+        fleet
+            .share_within(Latency::RequestTpot, s)
+            .expect("a share")
+    };
+    assert!(within(0.05) < within(1.0), "{fleet:?}");
+    assert!(within(1.0) <= 1.0);
 }
 
 #[test]

@@ -267,7 +267,7 @@ pub const SCALEDOBJECT_GAUGES: [ScaledObjectGauge; 21] = [
     },
     ScaledObjectGauge {
         name: "hindsight_served_counted_ratio",
-        help: "Share (0..1) of the last day's demand the autoscaled fleet served by what the engines counted: the demand less the requests finished aborted and the first tokens over the TTFT SLO (NaN when the engines expose neither, before half an hour and under the guide's policy)",
+        help: "Share (0..1) of the last day's demand the autoscaled fleet served by what the engines counted: the demand less the requests finished aborted and the larger of the first tokens over the TTFT SLO and the requests over the ITL SLO per output token (NaN when the engines expose none of them, before half an hour and under the guide's policy)",
         source: GaugeSource::Cycle(|c| {
             Some(or_nan(
                 c.hindsight
@@ -750,7 +750,7 @@ mod tests {
             "# HELP vllm_keda_scaler_hindsight_static_replica_hours_ratio That static fleet's replica-hours over the autoscaled fleet's, last day (below 1: the static fleet was cheaper; NaN while undefined).",
             "# HELP vllm_keda_scaler_hindsight_static_beats_ours 1 when some static fleet would have served at least 1 point more of the last day's demand with at most 97 % of the autoscaled fleet's replica-hours, 0 when none would have, NaN while undefined.",
             "# HELP vllm_keda_scaler_hindsight_served_ratio Share (0..1) of the last day's demand the autoscaled fleet served by the proactive policy's fluid model, which serves each minute's demand up to the ready replicas' capacity and so reads a burst's queue as served (NaN before half an hour and under the guide's policy).",
-            "# HELP vllm_keda_scaler_hindsight_served_counted_ratio Share (0..1) of the last day's demand the autoscaled fleet served by what the engines counted: the demand less the requests finished aborted and the first tokens over the TTFT SLO (NaN when the engines expose neither, before half an hour and under the guide's policy).",
+            "# HELP vllm_keda_scaler_hindsight_served_counted_ratio Share (0..1) of the last day's demand the autoscaled fleet served by what the engines counted: the demand less the requests finished aborted and the larger of the first tokens over the TTFT SLO and the requests over the ITL SLO per output token (NaN when the engines expose none of them, before half an hour and under the guide's policy).",
             "# HELP vllm_keda_scaler_capacity_per_replica Requests per second one replica serves within the SLO, as the proactive policy estimates it from this scaler pod's history, or another pod's it inherited through the learned-state ConfigMap (the metadata's prior until observations move it; NaN under the guide's policy and before any estimate).",
             "# HELP vllm_keda_scaler_startup_seconds Seconds from asking for a replica to it serving, as the proactive policy uses it (set, learned by this scaler pod or inherited from another, or the 300 s default; NaN under the guide's policy).",
             "# HELP vllm_keda_scaler_learned_observed_seconds Seconds of decisions with a stable fleet serving load that the proactive policy's learning rests on, another scaler pod's included once inherited or adopted: of two pods keeping their learning in a ConfigMap, the one with more leads (NaN under the guide's policy).",

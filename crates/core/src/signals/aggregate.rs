@@ -146,6 +146,7 @@ impl PodCompute {
             // reads the fleet); a pod's set carries its quantiles.
             ttft_buckets: Vec::new(),
             itl_buckets: Vec::new(),
+            request_tpot_buckets: Vec::new(),
             requests_per_second: self.per_second(self.success_total),
             requests_finished_in_window: self.success_total.unwrap_or(0.0),
             finished_window_seconds: self.finished_span(),
@@ -275,6 +276,7 @@ impl FleetAccumulator {
             request_tpot_seconds: quantiles_of(&request_tpot),
             ttft_buckets: ttft,
             itl_buckets: itl,
+            request_tpot_buckets: request_tpot,
             requests_per_second: self.requests_per_second,
             requests_finished_in_window: self.requests_finished,
             finished_window_seconds: self.finished_window_seconds,

@@ -115,6 +115,10 @@ pub struct SignalSet {
     /// The inter-token latency histogram over the latency window, as `ttft_buckets`.
     #[serde(skip)]
     pub itl_buckets: Vec<Bucket>,
+    /// The histogram of each finished request's own mean time per output token over the
+    /// latency window, as `ttft_buckets` (empty where the engine does not expose it).
+    #[serde(skip)]
+    pub request_tpot_buckets: Vec<Bucket>,
     /// Finished requests per second over the latency window.
     pub requests_per_second: Option<f64>,
     /// Finished requests within the latency window (for activity).
@@ -140,14 +144,16 @@ pub struct SignalSet {
 }
 
 impl SignalSet {
-    /// The share (0..1) of the window's TTFT observations (`Latency::Ttft`) or inter-token
-    /// gaps (`Latency::Itl`) at or below `seconds`; `None` with no observation in the window.
+    /// The share (0..1) of the window's TTFT observations (`Latency::Ttft`), inter-token gaps
+    /// (`Latency::Itl`) or finished requests' own times per output token
+    /// (`Latency::RequestTpot`) at or below `seconds`; `None` with no observation in the
+    /// window.
     pub fn share_within(&self, latency: Latency, seconds: f64) -> Option<f64> {
         histogram_share_at_most(seconds, self.buckets(latency))
     }
 
-    /// How many TTFT observations (`Latency::Ttft`) or inter-token gaps (`Latency::Itl`) the
-    /// window holds; `None` with none.
+    /// How many observations of `latency` the window holds (first tokens, inter-token gaps or
+    /// finished requests); `None` with none.
     pub fn observations(&self, latency: Latency) -> Option<f64> {
         histogram_observations(self.buckets(latency))
     }
@@ -157,6 +163,7 @@ impl SignalSet {
         match latency {
             Latency::Ttft => &self.ttft_buckets,
             Latency::Itl => &self.itl_buckets,
+            Latency::RequestTpot => &self.request_tpot_buckets,
         }
     }
 }
@@ -168,6 +175,8 @@ pub enum Latency {
     Ttft,
     /// Inter-token latency.
     Itl,
+    /// A finished request's own mean time per output token.
+    RequestTpot,
 }
 
 /// Signals of one pod, with its health.

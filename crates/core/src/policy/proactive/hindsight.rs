@@ -16,7 +16,8 @@
 //! it, so it reads a static fleet's attainment higher than a simulator would at the edge of
 //! its capacity, and ours' lower while its replicas are still starting. Ours' it also reads
 //! from what the engines counted (`StaticComparison::ours_counted_percent`: requests aborted,
-//! and first tokens over the TTFT SLO), which holds the queue a burst leaves and the requests
+//! and the first tokens over the TTFT SLO or the requests over the ITL SLO per output token,
+//! whichever are more), which holds the queue a burst leaves and the requests
 //! that time out in it, where the fluid model serves each minute's demand up to the ready
 //! replicas' capacity and carries nothing over; under `oursby=counted` the comparison judges
 //! ours by the lower of the two.
@@ -63,7 +64,7 @@ struct Minute {
     ready: f32,
     held: f32,
     /// The sum of the requests per second the engines counted as not served within the SLO
-    /// (aborted, first tokens over the TTFT SLO) over the decisions that read a count.
+    /// (aborted, and late first tokens or slow requests) over the decisions that read a count.
     missed: f32,
     /// How many of its decisions read that count (none in a minute inherited from an earlier
     /// pod: the learned state keeps no count).
@@ -142,8 +143,8 @@ pub struct StaticComparison {
     /// Share of the demand ours' ready replicas served by the fluid model, percent.
     pub ours_fluid_percent: f64,
     /// Share of the demand ours served by what the engines counted, percent: the demand less
-    /// the requests counted as not served within the SLO (aborted, first tokens over the TTFT
-    /// SLO), with a minute that read no count (inherited from an earlier pod) at its fluid
+    /// the requests counted as not served within the SLO (aborted, and the first tokens over the
+    /// TTFT SLO or the requests over the ITL SLO per output token, whichever are more), with a minute that read no count (inherited from an earlier pod) at its fluid
     /// share. `None` when no minute read a count.
     pub ours_counted_percent: Option<f64>,
     /// Replica-hours ours held (asked for, ready or starting).
@@ -453,11 +454,11 @@ impl StaticComparison {
         // What the engines counted, beside the model's share, and which one judges ours.
         let counted = match self.ours_counted_percent {
             Some(_) if self.ours_served_percent < self.ours_fluid_percent => format!(
-                " ({} % by the fluid model, judged by the engines' count: aborted requests and first tokens over the TTFT SLO)",
+                " ({} % by the fluid model, judged by the engines' count: aborted requests, and first tokens over the TTFT SLO or requests over the ITL SLO per output token, whichever are more)",
                 num(self.ours_fluid_percent)
             ),
             Some(c) => format!(
-                " ({} % by the engines' count: aborted requests and first tokens over the TTFT SLO)",
+                " ({} % by the engines' count: aborted requests, and first tokens over the TTFT SLO or requests over the ITL SLO per output token, whichever are more)",
                 num(c)
             ),
             None => String::new(),

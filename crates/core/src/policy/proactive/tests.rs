@@ -2641,10 +2641,34 @@ fn the_hindsight_reads_what_the_engines_counted_and_judges_ours_by_it_under_ours
             count: 60.0,
         },
     ];
-    assert_eq!(counted_misses(&s.fleet, Some(2.0)), Some(3.25));
-    assert_eq!(counted_misses(&s.fleet, None), Some(3.0));
-    // Engines that expose no finished reason and no TTFT histogram give no count.
-    assert_eq!(counted_misses(&fleet(2, 10.0, 8.0).fleet, Some(2.0)), None);
+    assert_eq!(counted_misses(&s.fleet, Some(2.0), Some(0.07)), Some(3.25));
+    assert_eq!(counted_misses(&s.fleet, None, None), Some(3.0));
+    // Requests over the ITL SLO per output token count too, the larger of them and the late
+    // first tokens, since a burst makes the same requests late both ways: of the 60 finished,
+    // 54 within 70 ms a token, so 6 over, 0.1 per second, fewer than the 15 late first tokens;
+    // then 30 over, 0.5 per second, more.
+    let per_token = |within: f64| {
+        vec![
+            Bucket {
+                le: 0.07,
+                count: within,
+            },
+            Bucket {
+                le: f64::INFINITY,
+                count: 60.0,
+            },
+        ]
+    };
+    s.fleet.request_tpot_buckets = per_token(54.0);
+    assert_eq!(counted_misses(&s.fleet, Some(2.0), Some(0.07)), Some(3.25));
+    assert_eq!(counted_misses(&s.fleet, None, Some(0.07)), Some(3.1));
+    s.fleet.request_tpot_buckets = per_token(30.0);
+    assert_eq!(counted_misses(&s.fleet, Some(2.0), Some(0.07)), Some(3.5));
+    // Engines that expose no finished reason and no latency histogram give no count.
+    assert_eq!(
+        counted_misses(&fleet(2, 10.0, 8.0).fleet, Some(2.0), Some(0.07)),
+        None
+    );
     let mut r = Run::new("proactive", 2);
     r.steady(40 * 60, &fleet(2, 10.0, 8.0));
     assert_eq!(r.proactive.hindsight().unwrap().ours_counted_percent, None);
