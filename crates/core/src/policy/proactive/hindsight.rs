@@ -17,10 +17,10 @@
 //! its capacity, and ours' lower while its replicas are still starting. Ours' it also reads
 //! from what the engines counted (`StaticComparison::ours_counted_percent`: requests aborted,
 //! and the first tokens over the TTFT SLO or the requests over the ITL SLO per output token,
-//! whichever are more), which holds the queue a burst leaves and the requests
-//! that time out in it, where the fluid model serves each minute's demand up to the ready
-//! replicas' capacity and carries nothing over; under `oursby=counted` the comparison judges
-//! ours by the lower of the two.
+//! whichever are more), which holds the queue a burst leaves and the requests that time out in
+//! it, where the fluid model serves each minute's demand up to the ready replicas' capacity and
+//! carries nothing over; under `oursby=counted` the comparison judges ours by the lower of the
+//! two.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -144,8 +144,9 @@ pub struct StaticComparison {
     pub ours_fluid_percent: f64,
     /// Share of the demand ours served by what the engines counted, percent: the demand less
     /// the requests counted as not served within the SLO (aborted, and the first tokens over the
-    /// TTFT SLO or the requests over the ITL SLO per output token, whichever are more), with a minute that read no count (inherited from an earlier pod) at its fluid
-    /// share. `None` when no minute read a count.
+    /// TTFT SLO or the requests over the ITL SLO per output token, whichever are more), with a
+    /// minute that read no count (inherited from an earlier pod) at its fluid share. `None` when
+    /// no minute read a count.
     pub ours_counted_percent: Option<f64>,
     /// Replica-hours ours held (asked for, ready or starting).
     pub ours_replica_hours: f64,
