@@ -164,6 +164,9 @@ pub struct CapacityEstimate {
     /// The lowest throughput per replica a sustained breach was seen at since more was last
     /// served within the SLO (kept only under `breach_cap` other than `Off`).
     breached_at: Option<f64>,
+    /// The share of the estimate the fleet must serve per replica for a sustained breach to
+    /// lower it (`breachload=F`; 0: at any load).
+    lower_load: f64,
     /// Whether the estimate has met a replica's limit: a prior (measured), an inherited
     /// estimate, a sustained breach or a saturated fleet. Until then it rests on what lighter
     /// load served, a lower bound on what a replica serves.
@@ -190,6 +193,7 @@ impl CapacityEstimate {
             breached: 0.0,
             breached_if: BreachLesson::Always,
             breached_at: None,
+            lower_load: 0.0,
             tested: value.is_some(),
             limit: None,
         }
@@ -245,6 +249,19 @@ impl CapacityEstimate {
     pub fn breaching(self, share: f64) -> Self {
         Self {
             breached: if share > 0.0 { share.min(1.0) } else { 0.0 },
+            ..self
+        }
+    }
+
+    /// The same, lowered by a sustained breach only while the fleet serves at least `share`
+    /// (0..=1, as `parse_policy` bounds it) of the estimate per replica: a breach on replicas
+    /// far below the load the estimate says they carry is not their limit, but the prompts'
+    /// own prefill or a few slow requests in a thin window, and more replicas, each with less
+    /// load still, would not remove it. A fleet the estimate sizes too small serves more per
+    /// replica until it reaches the share. 0, negative or NaN: at any load.
+    pub fn lowering_at_load(self, share: f64) -> Self {
+        Self {
+            lower_load: if share > 0.0 { share.min(1.0) } else { 0.0 },
             ..self
         }
     }
@@ -377,7 +394,7 @@ impl CapacityEstimate {
                 self.value = Some(x);
                 self.source = Source::Served;
             }
-            Some(c) if o.breached && x < c => {
+            Some(c) if o.breached && x < c && x >= self.lower_load * c => {
                 self.value = Some(if self.breach_cap == BreachCap::Estimate {
                     x
                 } else {
@@ -826,6 +843,35 @@ mod tests {
         c.observe(bad(20.0));
         assert_eq!(c.value(), Some(v));
         assert!(c.learned());
+    }
+
+    #[test]
+    fn under_breachload_a_breach_far_below_the_estimate_does_not_lower_it() {
+        // An estimate of 0.8 per replica; between bursts 15 replicas serve 0.75 req/s, 0.05
+        // each, and a thin window's slow first tokens breach. At any load the breach pulls
+        // the estimate towards 0.05; with `breachload=0.5` only a breach at 0.4 or more does.
+        let run = |load: f64| {
+            let mut c = CapacityEstimate::with_prior(Some(0.8)).lowering_at_load(load);
+            for _ in 0..20 {
+                c.observe(bad(0.05));
+            }
+            let light = c.value().unwrap();
+            for _ in 0..20 {
+                c.observe(bad(0.5));
+            }
+            (light, c.value().unwrap())
+        };
+        let (light, loaded) = run(0.0);
+        assert!(light < 0.2, "{light}");
+        assert!(loaded < 0.5, "{loaded}");
+        let (light, loaded) = run(0.5);
+        assert_eq!(light, 0.8);
+        assert!((0.5..0.6).contains(&loaded), "{loaded}");
+        // Out-of-range shares are bounded, as `breaching` bounds its own.
+        let (light, _) = run(f64::NAN);
+        assert!(light < 0.2, "{light}");
+        let (light, _) = run(7.0);
+        assert_eq!(light, 0.8);
     }
 
     #[test]

@@ -484,6 +484,13 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
+            "proactive; breachload=0.5",
+            ProactiveConfig {
+                breach_load: 0.5,
+                ..d()
+            },
+        ),
+        (
             "proactive; backstopstep=2",
             ProactiveConfig {
                 backstop_step: 2,
@@ -618,6 +625,9 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; lapsegapmax=-1",
         "proactive; confirm=601",
         "proactive; confirm=-1",
+        "proactive; breachload=1.5",
+        "proactive; breachload=-0.1",
+        "proactive; breachload=some",
         "proactive; backstopstep=21",
         "proactive; settle=yes",
         "proactive; hold=-1",
