@@ -167,6 +167,9 @@ pub struct CapacityEstimate {
     /// The share of the estimate the fleet must serve per replica for a sustained breach to
     /// lower it (`breachload=F`; 0: at any load).
     lower_load: f64,
+    /// The throughput per replica of the last observation's sustained breach, where
+    /// `lower_load` kept it from lowering the estimate (for the decision's explanation).
+    held_back: Option<f64>,
     /// Whether the estimate has met a replica's limit: a prior (measured), an inherited
     /// estimate, a sustained breach or a saturated fleet. Until then it rests on what lighter
     /// load served, a lower bound on what a replica serves.
@@ -194,6 +197,7 @@ impl CapacityEstimate {
             breached_if: BreachLesson::Always,
             breached_at: None,
             lower_load: 0.0,
+            held_back: None,
             tested: value.is_some(),
             limit: None,
         }
@@ -264,6 +268,17 @@ impl CapacityEstimate {
             lower_load: if share > 0.0 { share.min(1.0) } else { 0.0 },
             ..self
         }
+    }
+
+    /// The share of the estimate a sustained breach must be served at to lower it (0: any).
+    pub fn lowering_load(&self) -> f64 {
+        self.lower_load
+    }
+
+    /// The throughput per replica of the last observation's sustained breach where
+    /// `lowering_at_load` kept it from lowering the estimate; `None` otherwise.
+    pub fn held_back(&self) -> Option<f64> {
+        self.held_back
     }
 
     /// The share of a sustained breach's throughput the estimate is at least (0: none).
@@ -337,6 +352,7 @@ impl CapacityEstimate {
     /// Updates the estimate with one observation: a throughput served within the SLO is at
     /// least the capacity; a breach at a lower throughput moves the estimate towards it.
     pub fn observe(&mut self, o: Observation) {
+        self.held_back = None;
         let x = o.per_replica;
         if !x.is_finite() || x <= 0.0 {
             return;
@@ -402,6 +418,7 @@ impl CapacityEstimate {
                 });
                 self.source = Source::Served;
             }
+            Some(c) if o.breached && x < c => self.held_back = Some(x),
             Some(c) if o.within_slo && o.comfortable && x >= PROBE_LOAD * c => {
                 let raised = c * (1.0 + self.probe);
                 let (next, source) = match self.verified.filter(|_| self.probe_cap > 0.0) {
@@ -866,6 +883,15 @@ mod tests {
         assert!(loaded < 0.5, "{loaded}");
         let (light, loaded) = run(0.5);
         assert_eq!(light, 0.8);
+        // The breach held back is kept for the explanation until the next observation.
+        let mut c = CapacityEstimate::with_prior(Some(0.8)).lowering_at_load(0.5);
+        c.observe(bad(0.05));
+        assert_eq!(c.held_back(), Some(0.05));
+        c.observe(bad(0.5));
+        assert_eq!(c.held_back(), None);
+        c.observe(bad(0.05));
+        c.observe(ok(0.05));
+        assert_eq!(c.held_back(), None);
         assert!((0.5..0.6).contains(&loaded), "{loaded}");
         // Out-of-range shares are bounded, as `breaching` bounds its own.
         let (light, _) = run(f64::NAN);

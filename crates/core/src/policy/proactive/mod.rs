@@ -3006,7 +3006,13 @@ fn explain(
                 "learned: probed up to the {} req/s per replica a sustained breach was seen at (breachcap)",
                 num(x)
             ),
-        },
+        } + &est.held_back().map_or(String::new(), |x| {
+            format!(
+                "; a sustained breach at {} req/s per replica, below {} of the estimate, does not lower it (breachload)",
+                num(x),
+                pct(est.lowering_load())
+            )
+        }),
         pct(u),
     )
 }

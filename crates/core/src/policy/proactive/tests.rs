@@ -4192,3 +4192,32 @@ fn under_confirm_a_step_of_one_replica_waits_for_the_need_to_stay_above_the_targ
         0.0
     );
 }
+
+#[test]
+fn under_breachload_a_breach_on_a_lightly_loaded_fleet_is_explained_and_keeps_the_estimate() {
+    // Four replicas serve 2 req/s, half a request each against an estimate of 10, with P95
+    // TTFT at 5 s and no queue for two minutes: a sustained breach at a twentieth of the
+    // estimate.
+    let s = queued(4, 2.0, 0.0);
+    let run = |metadata: &str| {
+        let mut r = Run::new(metadata, 4);
+        let last = r.steady(120, &s);
+        (r.proactive.capacity().expect("an estimate"), last)
+    };
+    let (lowered, last) = run("proactive; capacity=10");
+    assert!(lowered < 5.0, "{lowered}");
+    assert!(
+        !last.explanation.contains("breachload"),
+        "{}",
+        last.explanation
+    );
+    let (kept, last) = run("proactive; capacity=10; breachload=0.5");
+    assert_eq!(kept, 10.0);
+    assert!(
+        last.explanation.contains(
+            "a sustained breach at 0.5 req/s per replica, below 50 % of the estimate, does not lower it (breachload)"
+        ),
+        "{}",
+        last.explanation
+    );
+}
