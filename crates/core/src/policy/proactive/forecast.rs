@@ -277,6 +277,11 @@ const MAX_PERIOD_MINUTES: usize = 120;
 /// correlates with itself at every short lag; a repeating pattern does at its period only).
 const MIN_CORRELATION: f64 = 0.6;
 const MIN_CORRELATION_OVER_HALF: f64 = 0.3;
+/// How close to the best correlation a shorter lag must come to be the period under
+/// `period=fundamental`: a pattern that repeats every 20 minutes repeats every 40 and 60 as
+/// well, and once the history spans those, one of them can correlate a few thousandths better
+/// by noise alone.
+const FUNDAMENTAL_WITHIN: f64 = 0.05;
 /// Minutes over which a change is measured (a burst's edge spreads over the rate window).
 const CHANGE_LAG_MINUTES: usize = 2;
 
@@ -291,6 +296,10 @@ pub const PATTERN_PERIODS: std::ops::RangeInclusive<f64> = 1.2..=4.0;
 pub struct Recurrence {
     /// How many periods the history must span for a period to be looked for (at least 1.2).
     periods: f64,
+    /// Whether the period is the shortest lag that correlates within [`FUNDAMENTAL_WITHIN`] of
+    /// the best and passes the half-period test (`period=fundamental`), or the best lag itself
+    /// (`period=best`).
+    fundamental: bool,
     /// (minute index, sum of the demand estimates, their count), oldest first.
     minutes: VecDeque<(u64, f64, u32)>,
     /// The complete minutes' series and the period found in it, as of one minute: both change
@@ -339,9 +348,16 @@ impl Recurrence {
         };
         Self {
             periods,
+            fundamental: false,
             minutes: VecDeque::new(),
             cached: None,
         }
+    }
+
+    /// The same, the period found as `period=fundamental` (true) or `period=best` (false) says.
+    pub fn fundamental(mut self, fundamental: bool) -> Self {
+        self.fundamental = fundamental;
+        self
     }
 
     /// Records the demand estimated at `now`.
@@ -409,7 +425,7 @@ impl Recurrence {
             Some(c) if c.minute == minute => c,
             _ => {
                 let (series, seen) = self.series_seen(now);
-                let period = find_period(&series, self.periods);
+                let period = find_period(&series, self.periods, self.fundamental);
                 Cached {
                     minute,
                     series,
@@ -455,8 +471,11 @@ impl Recurrence {
 
 /// The lag in [`MIN_PERIOD_MINUTES`, [`MAX_PERIOD_MINUTES`]] at which the minute-to-minute
 /// changes of `x` correlate best with themselves, if that correlation is a period's; a lag is
-/// looked at once the changes span `periods` of it.
-fn find_period(x: &[f64], periods: f64) -> Option<(usize, f64)> {
+/// looked at once the changes span `periods` of it. With `fundamental`, the period is the
+/// shortest lag that correlates within [`FUNDAMENTAL_WITHIN`] of the best and is a period's
+/// itself: the best lag can be a multiple of the period, and its half, the period, then
+/// correlates as well as it does, which the half-period test reads as a smooth curve.
+fn find_period(x: &[f64], periods: f64, fundamental: bool) -> Option<(usize, f64)> {
     if x.len() <= CHANGE_LAG_MINUTES {
         return None;
     }
@@ -464,17 +483,28 @@ fn find_period(x: &[f64], periods: f64) -> Option<(usize, f64)> {
         .windows(CHANGE_LAG_MINUTES + 1)
         .map(|w| w[CHANGE_LAG_MINUTES] - w[0])
         .collect();
-    let mut best: Option<(usize, f64)> = None;
+    let at = |lag: usize| correlation(&d[lag..], &d[..d.len() - lag]);
     let longest = (d.len() as f64 / periods).floor() as usize;
-    for lag in MIN_PERIOD_MINUTES..=MAX_PERIOD_MINUTES.min(longest) {
-        let r = correlation(&d[lag..], &d[..d.len() - lag]);
+    let lags: Vec<(usize, f64)> = (MIN_PERIOD_MINUTES..=MAX_PERIOD_MINUTES.min(longest))
+        .map(|lag| (lag, at(lag)))
+        .collect();
+    let mut best: Option<(usize, f64)> = None;
+    for &(lag, r) in &lags {
         if best.is_none_or(|(_, b)| r > b) {
             best = Some((lag, r));
         }
     }
-    let (lag, r) = best?;
-    let half = correlation(&d[lag / 2..], &d[..d.len() - lag / 2]);
-    (r >= MIN_CORRELATION && r - half >= MIN_CORRELATION_OVER_HALF).then_some((lag, r))
+    let (_, best_r) = best?;
+    let is_period = |(lag, r): (usize, f64)| {
+        r >= MIN_CORRELATION && r - at(lag / 2) >= MIN_CORRELATION_OVER_HALF
+    };
+    if fundamental {
+        lags.into_iter()
+            .filter(|&(_, r)| r >= best_r - FUNDAMENTAL_WITHIN)
+            .find(|&candidate| is_period(candidate))
+    } else {
+        best.filter(|&candidate| is_period(candidate))
+    }
 }
 
 /// Pearson correlation of two equally long series (0 when either is flat).
@@ -727,6 +757,51 @@ mod tests {
             22.0 - 18.0 * (2.0 * std::f64::consts::PI * m as f64 / 240.0).cos()
         });
         assert_eq!(r.recurring(s(240 * 60), s(300)), None);
+    }
+
+    #[test]
+    fn under_period_fundamental_a_multiple_that_correlates_better_is_read_as_its_period() {
+        // Bursts every 20 minutes whose even bursts run at 38 req/s and odd ones at 50: the
+        // pattern repeats every 20 minutes, and every 40 a little more exactly.
+        let rate = |m: u64| match m.checked_sub(15) {
+            Some(k) if k % 20 < 6 => {
+                if (k / 20) % 2 == 0 {
+                    38.0
+                } else {
+                    50.0
+                }
+            }
+            _ => 4.0,
+        };
+        let x: Vec<f64> = (0..120).map(rate).collect();
+        // With 120 minutes the 40-minute lag is looked at and correlates best; its half, the
+        // 20 minutes, correlates nearly as well, so the best lag fails the half-period test.
+        let best = find_period(&x, 2.0, false);
+        assert_eq!(best, None);
+        let (period, r) = find_period(&x, 2.0, true).expect("the fundamental");
+        assert_eq!(period, 20);
+        assert!(r > 0.9, "{r}");
+        // Before the history spans two 40-minute lags, both read 20 minutes.
+        assert_eq!(find_period(&x[..70], 2.0, false).map(|p| p.0), Some(20));
+        assert_eq!(find_period(&x[..70], 2.0, true).map(|p| p.0), Some(20));
+        // Through the recurrence: `period=fundamental` expects the next burst, `best` nothing.
+        let mut fundamental = Recurrence::default().fundamental(true);
+        let mut best = Recurrence::default();
+        feed(&mut fundamental, 114, rate);
+        feed(&mut best, 114, rate);
+        assert_eq!(best.recurring(s(114 * 60), s(300)), None);
+        let got = fundamental
+            .recurring(s(114 * 60), s(300))
+            .expect("a period");
+        assert_eq!(got.period_minutes, 20);
+        assert_eq!(got.expected, 38.0);
+        // Smooth curves still repeat nothing under either reading.
+        let ramp: Vec<f64> = (0..240).map(|m| 4.0 + 0.2 * m as f64).collect();
+        assert_eq!(find_period(&ramp, 2.0, true), None);
+        let wave: Vec<f64> = (0..240)
+            .map(|m| 22.0 - 18.0 * (2.0 * std::f64::consts::PI * m as f64 / 240.0).cos())
+            .collect();
+        assert_eq!(find_period(&wave, 2.0, true), None);
     }
 
     #[test]

@@ -491,6 +491,14 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
+            "proactive; period=fundamental",
+            ProactiveConfig {
+                period_fundamental: true,
+                ..d()
+            },
+        ),
+        ("proactive; period=best", d()),
+        (
             "proactive; backstopstep=2",
             ProactiveConfig {
                 backstop_step: 2,
@@ -628,6 +636,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; breachload=1.5",
         "proactive; breachload=-0.1",
         "proactive; breachload=some",
+        "proactive; period=shortest",
         "proactive; backstopstep=21",
         "proactive; settle=yes",
         "proactive; hold=-1",
