@@ -491,13 +491,13 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
-            "proactive; period=fundamental",
+            "proactive; period=best",
             ProactiveConfig {
-                period_fundamental: true,
+                period_fundamental: false,
                 ..d()
             },
         ),
-        ("proactive; period=best", d()),
+        ("proactive; period=fundamental", d()),
         (
             "proactive; backstopstep=2",
             ProactiveConfig {
