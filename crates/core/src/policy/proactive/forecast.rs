@@ -5,6 +5,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use serde::Serialize;
+
 /// Samples kept (the trend and peak windows are shorter).
 const KEEP: Duration = Duration::from_secs(900);
 
@@ -278,10 +280,43 @@ const MAX_PERIOD_MINUTES: usize = 120;
 const MIN_CORRELATION: f64 = 0.6;
 const MIN_CORRELATION_OVER_HALF: f64 = 0.3;
 /// How close to the best correlation a shorter lag must come to be the period under
-/// `period=fundamental`: a pattern that repeats every 20 minutes repeats every 40 and 60 as
-/// well, and once the history spans those, one of them can correlate a few thousandths better
-/// by noise alone.
+/// `period=fundamental` and `period=divisor`: a pattern that repeats every 20 minutes repeats
+/// every 40 and 60 as well, and once the history spans those, one of them can correlate a few
+/// thousandths better by noise alone.
 const FUNDAMENTAL_WITHIN: f64 = 0.05;
+/// How far, in minutes, the best lag may be from two or more times a shorter lag for
+/// `period=divisor` to read the shorter one as its period (a period between two whole minutes
+/// reads at either).
+const DIVISOR_WITHIN_MINUTES: f64 = 1.0;
+
+/// Which lag a repeating pattern's period is (`period=best|fundamental|divisor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeriodPick {
+    /// The lag whose changes correlate best with themselves, if it passes the half-period test.
+    Best,
+    /// The shortest lag that correlates within [`FUNDAMENTAL_WITHIN`] of the best and passes
+    /// the half-period test itself.
+    Fundamental,
+    /// As `Fundamental`, among the best lag and the lags it is two or more times (within
+    /// [`DIVISOR_WITHIN_MINUTES`]): a shorter lag that merely correlates nearly as well, by
+    /// noise in a curve that does not repeat, is not the best lag's period.
+    Divisor,
+}
+
+impl PeriodPick {
+    /// Every value, in the order the metadata lists them.
+    pub const ALL: [Self; 3] = [Self::Best, Self::Fundamental, Self::Divisor];
+
+    /// The metadata's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Best => "best",
+            Self::Fundamental => "fundamental",
+            Self::Divisor => "divisor",
+        }
+    }
+}
 /// Minutes over which a change is measured (a burst's edge spreads over the rate window).
 const CHANGE_LAG_MINUTES: usize = 2;
 
@@ -296,10 +331,8 @@ pub const PATTERN_PERIODS: std::ops::RangeInclusive<f64> = 1.2..=4.0;
 pub struct Recurrence {
     /// How many periods the history must span for a period to be looked for (at least 1.2).
     periods: f64,
-    /// Whether the period is the shortest lag that correlates within [`FUNDAMENTAL_WITHIN`] of
-    /// the best and passes the half-period test (`period=fundamental`), or the best lag itself
-    /// (`period=best`).
-    fundamental: bool,
+    /// Which lag the period is.
+    pick: PeriodPick,
     /// (minute index, sum of the demand estimates, their count), oldest first.
     minutes: VecDeque<(u64, f64, u32)>,
     /// The complete minutes' series and the period found in it, as of one minute: both change
@@ -348,15 +381,15 @@ impl Recurrence {
         };
         Self {
             periods,
-            fundamental: false,
+            pick: PeriodPick::Best,
             minutes: VecDeque::new(),
             cached: None,
         }
     }
 
-    /// The same, the period found as `period=fundamental` (true) or `period=best` (false) says.
-    pub fn fundamental(mut self, fundamental: bool) -> Self {
-        self.fundamental = fundamental;
+    /// The same, the period picked as `pick` says.
+    pub fn picking(mut self, pick: PeriodPick) -> Self {
+        self.pick = pick;
         self
     }
 
@@ -425,7 +458,7 @@ impl Recurrence {
             Some(c) if c.minute == minute => c,
             _ => {
                 let (series, seen) = self.series_seen(now);
-                let period = find_period(&series, self.periods, self.fundamental);
+                let period = find_period(&series, self.periods, self.pick);
                 Cached {
                     minute,
                     series,
@@ -471,11 +504,13 @@ impl Recurrence {
 
 /// The lag in [`MIN_PERIOD_MINUTES`, [`MAX_PERIOD_MINUTES`]] at which the minute-to-minute
 /// changes of `x` correlate best with themselves, if that correlation is a period's; a lag is
-/// looked at once the changes span `periods` of it. With `fundamental`, the period is the
-/// shortest lag that correlates within [`FUNDAMENTAL_WITHIN`] of the best and is a period's
-/// itself: the best lag can be a multiple of the period, and its half, the period, then
-/// correlates as well as it does, which the half-period test reads as a smooth curve.
-fn find_period(x: &[f64], periods: f64, fundamental: bool) -> Option<(usize, f64)> {
+/// looked at once the changes span `periods` of it. Under [`PeriodPick::Fundamental`] and
+/// [`PeriodPick::Divisor`], the period is the shortest lag that correlates within
+/// [`FUNDAMENTAL_WITHIN`] of the best and is a period's itself (under `Divisor`, the best lag
+/// or one it is two or more times): the best lag can be a multiple of the period, and its half, the
+/// period, then correlates as well as it does, which the half-period test reads as a smooth
+/// curve.
+fn find_period(x: &[f64], periods: f64, pick: PeriodPick) -> Option<(usize, f64)> {
     if x.len() <= CHANGE_LAG_MINUTES {
         return None;
     }
@@ -488,22 +523,42 @@ fn find_period(x: &[f64], periods: f64, fundamental: bool) -> Option<(usize, f64
     let lags: Vec<(usize, f64)> = (MIN_PERIOD_MINUTES..=MAX_PERIOD_MINUTES.min(longest))
         .map(|lag| (lag, at(lag)))
         .collect();
+    pick_period(&lags, at, pick)
+}
+
+/// The period among `lags` (each with its correlation, shortest first) as `pick` says, `at`
+/// giving the correlation at any lag for the half-period test.
+fn pick_period(
+    lags: &[(usize, f64)],
+    at: impl Fn(usize) -> f64,
+    pick: PeriodPick,
+) -> Option<(usize, f64)> {
     let mut best: Option<(usize, f64)> = None;
-    for &(lag, r) in &lags {
+    for &(lag, r) in lags {
         if best.is_none_or(|(_, b)| r > b) {
             best = Some((lag, r));
         }
     }
-    let (_, best_r) = best?;
+    let (best_lag, best_r) = best?;
     let is_period = |(lag, r): (usize, f64)| {
         r >= MIN_CORRELATION && r - at(lag / 2) >= MIN_CORRELATION_OVER_HALF
     };
-    if fundamental {
-        lags.into_iter()
+    // The best lag itself, or one it is two or more times (a neighbour of the best lag is not
+    // its period).
+    let divides_best = |lag: usize| {
+        let times = (best_lag as f64 / lag as f64).round();
+        lag == best_lag
+            || (times >= 2.0
+                && (best_lag as f64 - times * lag as f64).abs() <= DIVISOR_WITHIN_MINUTES)
+    };
+    match pick {
+        PeriodPick::Best => best.filter(|&candidate| is_period(candidate)),
+        PeriodPick::Fundamental | PeriodPick::Divisor => lags
+            .iter()
+            .copied()
             .filter(|&(_, r)| r >= best_r - FUNDAMENTAL_WITHIN)
-            .find(|&candidate| is_period(candidate))
-    } else {
-        best.filter(|&candidate| is_period(candidate))
+            .filter(|&(lag, _)| pick == PeriodPick::Fundamental || divides_best(lag))
+            .find(|&candidate| is_period(candidate)),
     }
 }
 
@@ -776,16 +831,19 @@ mod tests {
         let x: Vec<f64> = (0..120).map(rate).collect();
         // With 120 minutes the 40-minute lag is looked at and correlates best; its half, the
         // 20 minutes, correlates nearly as well, so the best lag fails the half-period test.
-        let best = find_period(&x, 2.0, false);
+        let best = find_period(&x, 2.0, PeriodPick::Best);
         assert_eq!(best, None);
-        let (period, r) = find_period(&x, 2.0, true).expect("the fundamental");
+        let (period, r) = find_period(&x, 2.0, PeriodPick::Fundamental).expect("the fundamental");
         assert_eq!(period, 20);
         assert!(r > 0.9, "{r}");
-        // Before the history spans two 40-minute lags, both read 20 minutes.
-        assert_eq!(find_period(&x[..70], 2.0, false).map(|p| p.0), Some(20));
-        assert_eq!(find_period(&x[..70], 2.0, true).map(|p| p.0), Some(20));
+        // The 40 minutes are twice the 20: `divisor` reads the same.
+        assert_eq!(find_period(&x, 2.0, PeriodPick::Divisor), Some((period, r)));
+        // Before the history spans two 40-minute lags, all read 20 minutes.
+        for pick in PeriodPick::ALL {
+            assert_eq!(find_period(&x[..70], 2.0, pick).map(|p| p.0), Some(20));
+        }
         // Through the recurrence: `period=fundamental` expects the next burst, `best` nothing.
-        let mut fundamental = Recurrence::default().fundamental(true);
+        let mut fundamental = Recurrence::default().picking(PeriodPick::Fundamental);
         let mut best = Recurrence::default();
         feed(&mut fundamental, 114, rate);
         feed(&mut best, 114, rate);
@@ -795,13 +853,65 @@ mod tests {
             .expect("a period");
         assert_eq!(got.period_minutes, 20);
         assert_eq!(got.expected, 38.0);
-        // Smooth curves still repeat nothing under either reading.
+        // Smooth curves still repeat nothing under any reading.
         let ramp: Vec<f64> = (0..240).map(|m| 4.0 + 0.2 * m as f64).collect();
-        assert_eq!(find_period(&ramp, 2.0, true), None);
         let wave: Vec<f64> = (0..240)
             .map(|m| 22.0 - 18.0 * (2.0 * std::f64::consts::PI * m as f64 / 240.0).cos())
             .collect();
-        assert_eq!(find_period(&wave, 2.0, true), None);
+        for pick in PeriodPick::ALL {
+            assert_eq!(find_period(&ramp, 2.0, pick), None);
+            assert_eq!(find_period(&wave, 2.0, pick), None);
+        }
+    }
+
+    #[test]
+    fn under_period_divisor_a_shorter_lag_is_the_period_only_if_the_best_is_its_multiple() {
+        // The correlation at any lag, for the half-period test: at 8 minutes (16's half) and at
+        // 20 (the half of 40 and 41) high, elsewhere low.
+        let half = |lag: usize| match lag {
+            8 => 0.6,
+            20 => 0.92,
+            _ => 0.1,
+        };
+        // A curve that does not repeat: the best lag, 16 minutes, fails the half-period test;
+        // 12 minutes correlates within 0.05 of it and passes, by noise.
+        let noise = [(12, 0.61), (14, 0.2), (16, 0.63)];
+        assert_eq!(pick_period(&noise, half, PeriodPick::Best), None);
+        assert_eq!(
+            pick_period(&noise, half, PeriodPick::Fundamental),
+            Some((12, 0.61))
+        );
+        assert_eq!(pick_period(&noise, half, PeriodPick::Divisor), None);
+        // A 20-minute pattern whose 40- or 41-minute multiple correlates a little better: both
+        // read 20, a minute's slack allowed.
+        for multiple in [40, 41] {
+            let lags = [(20, 0.92), (30, 0.1), (multiple, 0.924)];
+            for pick in [PeriodPick::Fundamental, PeriodPick::Divisor] {
+                assert_eq!(pick_period(&lags, half, pick), Some((20, 0.92)));
+            }
+            assert_eq!(pick_period(&lags, half, PeriodPick::Best), None);
+        }
+        // A multiple three minutes off is not one.
+        let lags = [(20, 0.92), (43, 0.924)];
+        let at = |lag: usize| if lag == 21 { 0.92 } else { 0.1 };
+        assert_eq!(
+            pick_period(&lags, at, PeriodPick::Fundamental),
+            Some((20, 0.92))
+        );
+        assert_eq!(pick_period(&lags, at, PeriodPick::Divisor), None);
+        // The best lag is its own divisor; a neighbour of it is not, however it correlates.
+        let lags = [(20, 0.95), (40, 0.92)];
+        assert_eq!(
+            pick_period(&lags, half, PeriodPick::Divisor),
+            Some((20, 0.95))
+        );
+        let lags = [(19, 0.92), (20, 0.924)];
+        let at = |lag: usize| if lag == 10 { 0.9 } else { 0.1 };
+        assert_eq!(
+            pick_period(&lags, at, PeriodPick::Fundamental),
+            Some((19, 0.92))
+        );
+        assert_eq!(pick_period(&lags, at, PeriodPick::Divisor), None);
     }
 
     #[test]

@@ -493,7 +493,14 @@ fn the_policy_value_is_read_with_its_settings() {
         (
             "proactive; period=best",
             ProactiveConfig {
-                period_fundamental: false,
+                period_pick: PeriodPick::Best,
+                ..d()
+            },
+        ),
+        (
+            "proactive; period=divisor",
+            ProactiveConfig {
+                period_pick: PeriodPick::Divisor,
                 ..d()
             },
         ),
