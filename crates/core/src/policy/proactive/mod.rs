@@ -323,7 +323,8 @@ pub struct ProactiveConfig {
     /// Once the history spans twice a multiple of the period, that multiple can correlate a
     /// few thousandths better by noise, and its half, the period, correlates as well: the
     /// half-period test, there to tell a smooth curve, then finds no pattern at all. Default
-    /// `fundamental` since the seventy-third round, `best` before.
+    /// `divisor` since the seventy-fourth round, `fundamental` in the seventy-third, `best`
+    /// before.
     pub period_pick: PeriodPick,
     /// How much the capacity estimate rises per decision while the fleet is comfortable (every
     /// P95 within half its SLO) and serves at least half the estimate per replica
@@ -961,10 +962,11 @@ pub const DEFAULT_TREND_WEIGHT: f64 = 1.0;
 /// Whether repeating patterns are expected again by default (chosen on the training scenarios).
 pub const DEFAULT_PERIODIC: bool = true;
 /// Which lag a repeating pattern's period is by default: the shortest within 0.05 of the best
-/// correlation that is a period itself (`period=fundamental`) since the seventy-third round, by
-/// a rule for a defect in the detector (`docs/evaluation/proactive.md`, section 99); the best
-/// lag (`period=best`) before.
-pub const DEFAULT_PERIOD_PICK: PeriodPick = PeriodPick::Fundamental;
+/// correlation that is a period itself and that the best lag is, or is two or more times
+/// (`period=divisor`), since the seventy-fourth round (`docs/evaluation/proactive.md`, sections
+/// 99 and 100, rules for a defect in the detector); any such shorter lag (`period=fundamental`)
+/// in the seventy-third; the best lag (`period=best`) before.
+pub const DEFAULT_PERIOD_PICK: PeriodPick = PeriodPick::Divisor;
 /// The default release time of a burst's surplus, seconds (chosen on the training scenarios,
 /// `docs/evaluation/proactive.md`, section 9). The release never comes sooner than the start-up
 /// time in use, so 60 s means "after the start-up time, and never sooner than the rate window".

@@ -498,13 +498,13 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
-            "proactive; period=divisor",
+            "proactive; period=fundamental",
             ProactiveConfig {
-                period_pick: PeriodPick::Divisor,
+                period_pick: PeriodPick::Fundamental,
                 ..d()
             },
         ),
-        ("proactive; period=fundamental", d()),
+        ("proactive; period=divisor", d()),
         (
             "proactive; backstopstep=2",
             ProactiveConfig {
