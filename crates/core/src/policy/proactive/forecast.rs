@@ -868,22 +868,15 @@ mod tests {
     fn under_period_divisor_a_shorter_lag_is_the_period_only_if_the_best_is_its_multiple() {
         // The correlation at any lag, for the half-period test: at 8 minutes (16's half) and at
         // 20 (the half of 40 and 41) high, elsewhere low.
-        let half = |lag: usize| match lag {
-            8 => 0.6,
-            20 => 0.92,
-            _ => 0.1,
-        };
-        // A curve that does not repeat: the best lag, 16 minutes, fails the half-period test;
-        // 12 minutes correlates within 0.05 of it and passes, by noise.
-        let noise = [(12, 0.61), (14, 0.2), (16, 0.63)];
-        assert_eq!(pick_period(&noise, half, PeriodPick::Best), None);
-        assert_eq!(
-            pick_period(&noise, half, PeriodPick::Fundamental),
-            Some((12, 0.61))
-        );
-        assert_eq!(pick_period(&noise, half, PeriodPick::Divisor), None);
+        fn half(lag: usize) -> f64 {
+            match lag {
+                8 => 0.6,
+                20 => 0.92,
+                _ => 0.1,
+            }
+        }
         // A 20-minute pattern whose 40- or 41-minute multiple correlates a little better: both
-        // read 20, a minute's slack allowed.
+        // read 20, a minute's slack allowed; `best` reads none.
         for multiple in [40, 41] {
             let lags = [(20, 0.92), (30, 0.1), (multiple, 0.924)];
             for pick in [PeriodPick::Fundamental, PeriodPick::Divisor] {
@@ -891,27 +884,35 @@ mod tests {
             }
             assert_eq!(pick_period(&lags, half, PeriodPick::Best), None);
         }
-        // A multiple three minutes off is not one.
-        let lags = [(20, 0.92), (43, 0.924)];
-        let at = |lag: usize| if lag == 21 { 0.92 } else { 0.1 };
-        assert_eq!(
-            pick_period(&lags, at, PeriodPick::Fundamental),
-            Some((20, 0.92))
-        );
-        assert_eq!(pick_period(&lags, at, PeriodPick::Divisor), None);
-        // The best lag is its own divisor; a neighbour of it is not, however it correlates.
+        // The best lag is its own divisor.
         let lags = [(20, 0.95), (40, 0.92)];
-        assert_eq!(
-            pick_period(&lags, half, PeriodPick::Divisor),
-            Some((20, 0.95))
-        );
-        let lags = [(19, 0.92), (20, 0.924)];
-        let at = |lag: usize| if lag == 10 { 0.9 } else { 0.1 };
-        assert_eq!(
-            pick_period(&lags, at, PeriodPick::Fundamental),
-            Some((19, 0.92))
-        );
-        assert_eq!(pick_period(&lags, at, PeriodPick::Divisor), None);
+        let want = Some((20, 0.95));
+        assert_eq!(pick_period(&lags, half, PeriodPick::Divisor), want);
+        // Shorter lags within 0.05 of a best lag that fails the half-period test, which the best
+        // lag is not two or more times: `fundamental` reads them, `divisor` and `best` do not.
+        type Case = (&'static [(usize, f64)], fn(usize) -> f64, (usize, f64));
+        let cases: [Case; 3] = [
+            // Noise in a curve that does not repeat: the best lag, 16 minutes, fails the test.
+            (&[(12, 0.61), (14, 0.2), (16, 0.63)], half, (12, 0.61)),
+            // Three minutes off a multiple.
+            (
+                &[(20, 0.92), (43, 0.924)],
+                |l| if l == 21 { 0.92 } else { 0.1 },
+                (20, 0.92),
+            ),
+            // The best lag's neighbour.
+            (
+                &[(19, 0.92), (20, 0.924)],
+                |l| if l == 10 { 0.9 } else { 0.1 },
+                (19, 0.92),
+            ),
+        ];
+        for (lags, at, fundamental) in cases {
+            let got = pick_period(lags, at, PeriodPick::Fundamental);
+            assert_eq!(got, Some(fundamental), "{lags:?}");
+            assert_eq!(pick_period(lags, at, PeriodPick::Divisor), None, "{lags:?}");
+            assert_eq!(pick_period(lags, at, PeriodPick::Best), None, "{lags:?}");
+        }
     }
 
     #[test]
