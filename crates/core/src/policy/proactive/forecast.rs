@@ -289,6 +289,9 @@ const FUNDAMENTAL_WITHIN: f64 = 0.05;
 /// reads at either).
 const DIVISOR_WITHIN_MINUTES: f64 = 1.0;
 
+/// Minutes over which a change is measured (a burst's edge spreads over the rate window).
+const CHANGE_LAG_MINUTES: usize = 2;
+
 /// Which lag a repeating pattern's period is (`period=best|fundamental|divisor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -317,8 +320,6 @@ impl PeriodPick {
         }
     }
 }
-/// Minutes over which a change is measured (a burst's edge spreads over the rate window).
-const CHANGE_LAG_MINUTES: usize = 2;
 
 /// How many periods of history a pattern must span before it is found, by default.
 pub const DEFAULT_PATTERN_PERIODS: f64 = 2.0;
@@ -387,7 +388,8 @@ impl Recurrence {
         }
     }
 
-    /// The same, the period picked as `pick` says.
+    /// The same, the period picked as `pick` says (without it, as `period=best`: the policy
+    /// sets it from its configuration).
     pub fn picking(mut self, pick: PeriodPick) -> Self {
         self.pick = pick;
         self
@@ -507,9 +509,9 @@ impl Recurrence {
 /// looked at once the changes span `periods` of it. Under [`PeriodPick::Fundamental`] and
 /// [`PeriodPick::Divisor`], the period is the shortest lag that correlates within
 /// [`FUNDAMENTAL_WITHIN`] of the best and is a period's itself (under `Divisor`, the best lag
-/// or one it is two or more times): the best lag can be a multiple of the period, and its half, the
-/// period, then correlates as well as it does, which the half-period test reads as a smooth
-/// curve.
+/// or one it is two or more times): the best lag can be a multiple of the period, and its
+/// half, the period, then correlates as well as it does, which the half-period test reads as a
+/// smooth curve.
 fn find_period(x: &[f64], periods: f64, pick: PeriodPick) -> Option<(usize, f64)> {
     if x.len() <= CHANGE_LAG_MINUTES {
         return None;

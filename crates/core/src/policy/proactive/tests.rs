@@ -2021,6 +2021,46 @@ fn a_burst_that_repeats_is_asked_for_a_start_up_ahead_of_its_next_arrival() {
 }
 
 #[test]
+fn the_default_keeps_a_pattern_whose_multiple_correlates_a_little_better() {
+    // 4 req/s with 6-minute bursts every 20 minutes from minute 15, the even bursts at 38 req/s
+    // and the odd at 50, on replicas that serve 10 req/s each: from about minute 100 the
+    // 40-minute lag correlates a little better than the 20 minutes, and `period=best` loses
+    // the pattern; the default reads the 20 minutes still.
+    let offered = |t: u64| -> f64 {
+        match (t / 60).checked_sub(15) {
+            Some(k) if k % 20 < 6 => {
+                if (k / 20) % 2 == 0 {
+                    38.0
+                } else {
+                    50.0
+                }
+            }
+            _ => 4.0,
+        }
+    };
+    let read = |metadata: &str| {
+        let mut r = Run::new(metadata, 1);
+        let mut ready = 1usize;
+        let mut last = String::new();
+        for t in (0..=118 * 60).step_by(2) {
+            let served = offered(t).min(10.0 * ready as f64);
+            let mut s = fleet(ready, served, 20.0);
+            if served < offered(t) {
+                s.fleet.ttft_seconds.p95 = Some(5.0);
+            }
+            let d = r.at(t, &s);
+            ready = d.target_replicas as usize;
+            last = d.explanation.clone();
+        }
+        last
+    };
+    let default = read("proactive; capacity=10; startup=120");
+    assert!(default.contains("repeats every 20 min"), "{default}");
+    let best = read("proactive; capacity=10; startup=120; period=best");
+    assert!(!best.contains("repeats"), "{best}");
+}
+
+#[test]
 fn the_surplus_of_a_burst_that_has_passed_is_released_before_the_calm_period() {
     // 10 ready replicas serving 12 req/s need 2 (8 req/s per replica at 80 %): at most half
     // the fleet is needed, so with `release=120` (and a start-up of 60 s) the surplus goes
