@@ -564,6 +564,23 @@ fn pick_period(
     }
 }
 
+/// 4 req/s with 6-minute bursts every 20 minutes from minute 15, the even bursts at 38 req/s
+/// and the odd ones at 50, at `minute`: a pattern that repeats every 20 minutes, and every 40 a
+/// little more exactly (the tests of `period=`).
+#[cfg(test)]
+pub(super) fn alternating_bursts(minute: u64) -> f64 {
+    match minute.checked_sub(15) {
+        Some(k) if k % 20 < 6 => {
+            if (k / 20) % 2 == 0 {
+                38.0
+            } else {
+                50.0
+            }
+        }
+        _ => 4.0,
+    }
+}
+
 /// Pearson correlation of two equally long series (0 when either is flat).
 fn correlation(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
@@ -818,18 +835,7 @@ mod tests {
 
     #[test]
     fn under_period_fundamental_a_multiple_that_correlates_better_is_read_as_its_period() {
-        // Bursts every 20 minutes whose even bursts run at 38 req/s and odd ones at 50: the
-        // pattern repeats every 20 minutes, and every 40 a little more exactly.
-        let rate = |m: u64| match m.checked_sub(15) {
-            Some(k) if k % 20 < 6 => {
-                if (k / 20) % 2 == 0 {
-                    38.0
-                } else {
-                    50.0
-                }
-            }
-            _ => 4.0,
-        };
+        let rate = alternating_bursts;
         let x: Vec<f64> = (0..120).map(rate).collect();
         // With 120 minutes the 40-minute lag is looked at and correlates best; its half, the
         // 20 minutes, correlates nearly as well, so the best lag fails the half-period test.

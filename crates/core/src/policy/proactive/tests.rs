@@ -2026,18 +2026,7 @@ fn the_default_keeps_a_pattern_whose_multiple_correlates_a_little_better() {
     // and the odd at 50, on replicas that serve 10 req/s each: from about minute 100 the
     // 40-minute lag correlates a little better than the 20 minutes, and `period=best` loses
     // the pattern; the default reads the 20 minutes still.
-    let offered = |t: u64| -> f64 {
-        match (t / 60).checked_sub(15) {
-            Some(k) if k % 20 < 6 => {
-                if (k / 20) % 2 == 0 {
-                    38.0
-                } else {
-                    50.0
-                }
-            }
-            _ => 4.0,
-        }
-    };
+    let offered = |t: u64| forecast::alternating_bursts(t / 60);
     let read = |metadata: &str| {
         let mut r = Run::new(metadata, 1);
         let mut ready = 1usize;
