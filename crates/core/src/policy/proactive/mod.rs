@@ -1036,9 +1036,10 @@ pub const DEFAULT_NAME_CHEAPEST: bool = false;
 /// (`docs/evaluation/proactive.md`, section 72); `any` before.
 pub const DEFAULT_TROUGH_NEEDS_LOW_NOW: bool = true;
 /// Whether a passed burst's held capacity is set aside in a repeating pattern's trough, by
-/// default: no (`keep`) again since the thirtieth round (section 42); `pattern` in the
-/// twenty-seventh to twenty-ninth (section 38).
-pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = false;
+/// default: yes (`pattern`) since the seventy-fifth round (`docs/evaluation/proactive.md`,
+/// section 101), as in the twenty-seventh to twenty-ninth (section 38); `keep` in the
+/// thirtieth to seventy-fourth (section 42).
+pub const DEFAULT_HOLD_YIELDS_TO_TROUGHS: bool = true;
 /// Whether a due scale-in waits while in-flight requests grow, by default (no: `any`).
 pub const DEFAULT_SCALE_IN_STEADY: bool = false;
 /// How the peak floor holds its peak by default: at the most a saturated fleet completed per

@@ -241,9 +241,9 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
-            "proactive; holdtroughs=pattern",
+            "proactive; holdtroughs=keep",
             ProactiveConfig {
-                hold_yields_to_troughs: true,
+                hold_yields_to_troughs: false,
                 ..d()
             },
         ),
@@ -536,7 +536,7 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; troughs=pattern; ahead=2", d()),
         ("proactive; floorsize=largest", d()),
         ("proactive; named=at99", d()),
-        ("proactive; holdtroughs=keep", d()),
+        ("proactive; holdtroughs=pattern", d()),
         ("proactive; peak=1800", d()),
         ("proactive; peakat=limit", d()),
         (
