@@ -289,6 +289,16 @@ const FUNDAMENTAL_WITHIN: f64 = 0.05;
 /// reads at either).
 const DIVISOR_WITHIN_MINUTES: f64 = 1.0;
 
+/// Under `early=F`, what a pattern found before the history spans `periods` of it must show:
+/// a correlation at least this high, over at least this many minutes of changes overlapping
+/// their own one period earlier. Patterns read from half a period of overlap by chance (a
+/// lull, a swell, a ramp, a crowd's two edges) correlated 0.61-0.70 on the training set's
+/// first seed (`periods=1.5`, `docs/evaluation/proactive.md` section 102); the bursts and
+/// on-phases that repeat, 0.94-0.99. A 10-minute "period" read from the first 18 minutes of
+/// on-off traffic correlated 0.95, over 6 minutes of overlap.
+const EARLY_CORRELATION: f64 = 0.9;
+const EARLY_OVERLAP_MINUTES: usize = 20;
+
 /// Minutes over which a change is measured (a burst's edge spreads over the rate window).
 const CHANGE_LAG_MINUTES: usize = 2;
 
@@ -334,6 +344,10 @@ pub struct Recurrence {
     periods: f64,
     /// Which lag the period is.
     pick: PeriodPick,
+    /// Under `early=F`, how many periods of history (fewer than `periods`) a pattern that
+    /// correlates at least [`EARLY_CORRELATION`] over [`EARLY_OVERLAP_MINUTES`] must span; 0
+    /// for none.
+    early: f64,
     /// (minute index, sum of the demand estimates, their count), oldest first.
     minutes: VecDeque<(u64, f64, u32)>,
     /// The complete minutes' series and the period found in it, as of one minute: both change
@@ -349,6 +363,8 @@ struct Cached {
     /// Whether each minute of `series` was seen, or carried within [`CARRIED_MINUTES`].
     seen: Vec<bool>,
     period: Option<(usize, f64)>,
+    /// Whether the period was found early (`early=F`), before the history spans `periods`.
+    early: bool,
 }
 
 /// A recurring pattern and what it expects next.
@@ -358,6 +374,8 @@ pub struct Recurring {
     pub period_minutes: usize,
     /// The correlation of the demand's changes with those one period earlier.
     pub correlation: f64,
+    /// Whether it was found before the history spans `periods` of it (`early=F`).
+    pub early: bool,
     /// The highest minute of demand one period ago over the coming window, requests per second.
     pub expected: f64,
     /// The mean demand over the last period, requests per second: what the pattern's troughs
@@ -383,6 +401,7 @@ impl Recurrence {
         Self {
             periods,
             pick: PeriodPick::Best,
+            early: 0.0,
             minutes: VecDeque::new(),
             cached: None,
         }
@@ -392,6 +411,18 @@ impl Recurrence {
     /// sets it from its configuration).
     pub fn picking(mut self, pick: PeriodPick) -> Self {
         self.pick = pick;
+        self
+    }
+
+    /// The same, a pattern that correlates at least [`EARLY_CORRELATION`] over
+    /// [`EARLY_OVERLAP_MINUTES`] also found once the history spans `early` periods of it (0, or
+    /// not fewer than `periods`, for none).
+    pub fn early(mut self, early: f64) -> Self {
+        self.early = if early.is_finite() && early > 0.0 {
+            early
+        } else {
+            0.0
+        };
         self
     }
 
@@ -460,12 +491,24 @@ impl Recurrence {
             Some(c) if c.minute == minute => c,
             _ => {
                 let (series, seen) = self.series_seen(now);
-                let period = find_period(&series, self.periods, self.pick);
+                let mut early = false;
+                let period = find_period(&series, self.periods, self.pick).or_else(|| {
+                    (self.early > 0.0 && self.early < self.periods)
+                        .then(|| find_period(&series, self.early, self.pick))
+                        .flatten()
+                        .filter(|&(lag, r)| {
+                            let changes = series.len().saturating_sub(CHANGE_LAG_MINUTES);
+                            r >= EARLY_CORRELATION
+                                && changes.saturating_sub(lag) >= EARLY_OVERLAP_MINUTES
+                        })
+                        .inspect(|_| early = true)
+                });
                 Cached {
                     minute,
                     series,
                     seen,
                     period,
+                    early,
                 }
             }
         };
@@ -479,8 +522,10 @@ impl Recurrence {
             series: x,
             seen,
             period,
+            early,
             ..
         } = self.analysed(now);
+        let early = *early;
         let (period, correlation) = (*period)?;
         let len = x.len();
         // Minute `len` is the current one; one period ago is `len - period`.
@@ -498,6 +543,7 @@ impl Recurrence {
         Some(Recurring {
             period_minutes: period,
             correlation,
+            early,
             expected,
             mean,
         })
@@ -921,6 +967,55 @@ mod tests {
             assert_eq!(pick_period(lags, at, PeriodPick::Divisor), None, "{lags:?}");
             assert_eq!(pick_period(lags, at, PeriodPick::Best), None, "{lags:?}");
         }
+    }
+
+    #[test]
+    fn early_finds_a_strong_pattern_sooner_and_not_a_weak_or_short_one() {
+        // Right after the second burst (minute 75) the default finds nothing; `early=1.5`
+        // finds the 45 minutes, correlating above 0.9 over 28 minutes of overlap, and says so.
+        let mut r = Recurrence::default().early(1.5);
+        feed(&mut r, 75, bursts);
+        let got = r.recurring(s(75 * 60), s(420)).expect("a period");
+        assert_eq!((got.period_minutes, got.early), (45, true), "{got:?}");
+        assert!(got.correlation >= EARLY_CORRELATION, "{got:?}");
+        // Once two periods have passed it is found as always, not early.
+        let mut r = Recurrence::default().early(1.5);
+        feed(&mut r, 105, bursts);
+        let got = r.recurring(s(105 * 60), s(420)).expect("a period");
+        assert_eq!((got.period_minutes, got.early), (45, false), "{got:?}");
+        // A second burst shorter and lower than the first: 1.5 periods read a 45-minute
+        // pattern at 0.74, which `early` does not take.
+        let uneven = |m: u64| match m {
+            20..28 => 45.0,
+            65..69 => 30.0,
+            _ => 6.0,
+        };
+        let mut r = Recurrence::spanning(1.5);
+        feed(&mut r, 72, uneven);
+        let weak = r
+            .recurring(s(72 * 60), s(420))
+            .expect("a period at 1.5 periods");
+        assert!(weak.correlation < EARLY_CORRELATION, "{weak:?}");
+        let mut r = Recurrence::default().early(1.5);
+        feed(&mut r, 72, uneven);
+        assert_eq!(r.recurring(s(72 * 60), s(420)), None);
+        // On-off traffic every 30 minutes at minute 50: 1.5 periods find it, over 18 minutes
+        // of overlap, fewer than `early` asks.
+        let on_off = |m: u64| if (m / 15) % 2 == 0 { 8.0 } else { 1.0 };
+        let mut r = Recurrence::spanning(1.5);
+        feed(&mut r, 50, on_off);
+        assert_eq!(
+            r.recurring(s(50 * 60), s(300)).map(|g| g.period_minutes),
+            Some(30)
+        );
+        let mut r = Recurrence::default().early(1.5);
+        feed(&mut r, 50, on_off);
+        assert_eq!(r.recurring(s(50 * 60), s(300)), None);
+        // Not fewer periods than `periods`, and 0 or not finite, it does nothing.
+        let mut r = Recurrence::default().early(2.5);
+        feed(&mut r, 75, bursts);
+        assert_eq!(r.recurring(s(75 * 60), s(420)), None);
+        assert_eq!(Recurrence::default().early(f64::NAN).early, 0.0);
     }
 
     #[test]

@@ -296,6 +296,13 @@ fn the_policy_value_is_read_with_its_settings() {
                 ..d()
             },
         ),
+        (
+            "proactive; early=1.5",
+            ProactiveConfig {
+                pattern_early: 1.5,
+                ..d()
+            },
+        ),
         ("proactive; probe=0", ProactiveConfig { probe: 0.0, ..d() }),
         (
             "proactive; probecap=1.25",
@@ -589,6 +596,7 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; breachwhile=growing", d()),
         ("proactive; scalein=any", d()),
         ("proactive; periods=2", d()),
+        ("proactive; early=0", d()),
         ("proactive; probe=0.03", d()),
         ("proactive; tail=lighter", d()),
     ] {
@@ -669,6 +677,9 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; scalein=never",
         "proactive; periods=1",
         "proactive; periods=5",
+        "proactive; early=1",
+        "proactive; early=5",
+        "proactive; early=-1",
         "proactive; ahead=0.5",
         "proactive; ahead=11",
         "proactive; probe=0.2",
