@@ -317,7 +317,7 @@ pub struct ProactiveConfig {
     pub pattern_periods: f64,
     /// How many periods of history a repeating pattern that correlates at least 0.9 over at
     /// least 20 minutes of overlap must span to be found before `periods` do (`early=F`, 1.2
-    /// to 4, below `periods` to act; 0 for none, the default): the bursts that repeat
+    /// to 4, below `periods` to act; 0 for none; default 1.5): the bursts that repeat
     /// correlate 0.94-0.99, the chance patterns that half a period of overlap reads 0.6-0.7.
     pub pattern_early: f64,
     /// Which lag is a repeating pattern's period (`period=best|fundamental|divisor`): `best`,
@@ -1030,8 +1030,9 @@ pub const DEFAULT_TROUGH_AHEAD_STARTUPS: f64 = 2.0;
 pub const DEFAULT_CEILING: Ceiling = Ceiling::Seen;
 
 /// Periods of history a strongly repeating pattern must span to be found early, by default:
-/// none (0, `early=0`).
-pub const DEFAULT_PATTERN_EARLY: f64 = 0.0;
+/// 1.5 since the seventy-seventh round, chosen on the training scenarios with floors of one
+/// and two replicas (`docs/evaluation/proactive.md`, section 103); 0, none, before.
+pub const DEFAULT_PATTERN_EARLY: f64 = 1.5;
 /// Whether the hindsight floor is the latest fleet named rather than the largest within the
 /// day, by default (no: `largest`).
 pub const DEFAULT_FLOOR_LATEST: bool = false;
@@ -1327,6 +1328,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                         | "lapsegapmax"
                         | "confirm"
                         | "breachload"
+                        | "early"
                 );
                 let x: f64 = v
                     .parse()

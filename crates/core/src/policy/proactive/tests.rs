@@ -297,9 +297,9 @@ fn the_policy_value_is_read_with_its_settings() {
             },
         ),
         (
-            "proactive; early=1.5",
+            "proactive; early=0",
             ProactiveConfig {
-                pattern_early: 1.5,
+                pattern_early: 0.0,
                 ..d()
             },
         ),
@@ -596,7 +596,7 @@ fn the_policy_value_is_read_with_its_settings() {
         ("proactive; breachwhile=growing", d()),
         ("proactive; scalein=any", d()),
         ("proactive; periods=2", d()),
-        ("proactive; early=0", d()),
+        ("proactive; early=1.5", d()),
         ("proactive; probe=0.03", d()),
         ("proactive; tail=lighter", d()),
     ] {
