@@ -102,6 +102,10 @@ fn bench(c: &mut Criterion) {
             "proactive decide, tail=p95, TTFT tail, 2 s steps",
             "proactive; capacity=2; tail=p95",
         ),
+        (
+            "proactive decide, early=0, TTFT tail, 2 s steps",
+            "proactive; capacity=2; early=0",
+        ),
     ] {
         let config = parse_policy(value).expect("valid").expect("proactive");
         c.bench_function(name, |b| {
