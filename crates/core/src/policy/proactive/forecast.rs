@@ -492,12 +492,17 @@ impl Recurrence {
             _ => {
                 let (series, seen) = self.series_seen(now);
                 let mut early = false;
+                let changes = series.len().saturating_sub(CHANGE_LAG_MINUTES);
+                // The early search looks at the lags the first could not yet: with none (no
+                // `early`, or a history long enough for every lag) it would find what the
+                // first did.
+                let more_lags = self.early > 0.0
+                    && longest_lag(changes, self.early) > longest_lag(changes, self.periods);
                 let period = find_period(&series, self.periods, self.pick).or_else(|| {
-                    (self.early > 0.0 && self.early < self.periods)
+                    more_lags
                         .then(|| find_period(&series, self.early, self.pick))
                         .flatten()
                         .filter(|&(lag, r)| {
-                            let changes = series.len().saturating_sub(CHANGE_LAG_MINUTES);
                             r >= EARLY_CORRELATION
                                 && changes.saturating_sub(lag) >= EARLY_OVERLAP_MINUTES
                         })
@@ -567,11 +572,15 @@ fn find_period(x: &[f64], periods: f64, pick: PeriodPick) -> Option<(usize, f64)
         .map(|w| w[CHANGE_LAG_MINUTES] - w[0])
         .collect();
     let at = |lag: usize| correlation(&d[lag..], &d[..d.len() - lag]);
-    let longest = (d.len() as f64 / periods).floor() as usize;
-    let lags: Vec<(usize, f64)> = (MIN_PERIOD_MINUTES..=MAX_PERIOD_MINUTES.min(longest))
+    let lags: Vec<(usize, f64)> = (MIN_PERIOD_MINUTES..=longest_lag(d.len(), periods))
         .map(|lag| (lag, at(lag)))
         .collect();
     pick_period(&lags, at, pick)
+}
+
+/// The longest lag looked at once `changes` minutes of changes span `periods` of it.
+fn longest_lag(changes: usize, periods: f64) -> usize {
+    ((changes as f64 / periods).floor() as usize).min(MAX_PERIOD_MINUTES)
 }
 
 /// The period among `lags` (each with its correlation, shortest first) as `pick` says, `at`
