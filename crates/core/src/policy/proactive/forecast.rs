@@ -491,23 +491,8 @@ impl Recurrence {
             Some(c) if c.minute == minute => c,
             _ => {
                 let (series, seen) = self.series_seen(now);
-                let mut early = false;
-                let changes = series.len().saturating_sub(CHANGE_LAG_MINUTES);
-                // The early search looks at the lags the first could not yet: with none (no
-                // `early`, or a history long enough for every lag) it would find what the
-                // first did.
-                let more_lags = self.early > 0.0
-                    && longest_lag(changes, self.early) > longest_lag(changes, self.periods);
-                let period = find_period(&series, self.periods, self.pick).or_else(|| {
-                    more_lags
-                        .then(|| find_period(&series, self.early, self.pick))
-                        .flatten()
-                        .filter(|&(lag, r)| {
-                            r >= EARLY_CORRELATION
-                                && changes.saturating_sub(lag) >= EARLY_OVERLAP_MINUTES
-                        })
-                        .inspect(|_| early = true)
-                });
+                let found = find_period_or_early(&series, self.periods, self.early, self.pick);
+                let (period, early) = (found.map(|f| f.0), found.is_some_and(|f| f.1));
                 Cached {
                     minute,
                     series,
@@ -563,7 +548,21 @@ impl Recurrence {
 /// or one it is two or more times): the best lag can be a multiple of the period, and its
 /// half, the period, then correlates as well as it does, which the half-period test reads as a
 /// smooth curve.
+#[cfg(test)]
 fn find_period(x: &[f64], periods: f64, pick: PeriodPick) -> Option<(usize, f64)> {
+    find_period_or_early(x, periods, 0.0, pick).map(|f| f.0)
+}
+
+/// As [`find_period`], and failing that, under `early=F` (`early` > 0), a period the changes
+/// span `early` of, taken only if it correlates at least [`EARLY_CORRELATION`] over at least
+/// [`EARLY_OVERLAP_MINUTES`] of overlap; with whether it was found early. Each lag's
+/// correlation is computed once for both searches.
+fn find_period_or_early(
+    x: &[f64],
+    periods: f64,
+    early: f64,
+    pick: PeriodPick,
+) -> Option<((usize, f64), bool)> {
     if x.len() <= CHANGE_LAG_MINUTES {
         return None;
     }
@@ -572,10 +571,28 @@ fn find_period(x: &[f64], periods: f64, pick: PeriodPick) -> Option<(usize, f64)
         .map(|w| w[CHANGE_LAG_MINUTES] - w[0])
         .collect();
     let at = |lag: usize| correlation(&d[lag..], &d[..d.len() - lag]);
-    let lags: Vec<(usize, f64)> = (MIN_PERIOD_MINUTES..=longest_lag(d.len(), periods))
+    let longest = longest_lag(d.len(), periods);
+    let longest_early = if early > 0.0 {
+        longest_lag(d.len(), early)
+    } else {
+        0
+    };
+    let lags: Vec<(usize, f64)> = (MIN_PERIOD_MINUTES..=longest.max(longest_early))
         .map(|lag| (lag, at(lag)))
         .collect();
+    let spanned = lags.partition_point(|l| l.0 <= longest);
+    if let Some(found) = pick_period(&lags[..spanned], at, pick) {
+        return Some((found, false));
+    }
+    // With no lag beyond those, the early search would find what the first did.
+    if longest_early <= longest {
+        return None;
+    }
     pick_period(&lags, at, pick)
+        .filter(|&(lag, r)| {
+            r >= EARLY_CORRELATION && d.len().saturating_sub(lag) >= EARLY_OVERLAP_MINUTES
+        })
+        .map(|found| (found, true))
 }
 
 /// The longest lag looked at once `changes` minutes of changes span `periods` of it.
