@@ -2529,11 +2529,22 @@ fn bursts_until(metadata: &str, minutes: u64, last: u64) -> Vec<(u64, Decision)>
 
 /// As [`late_bursts`], each burst at `height(t)` req/s.
 fn bursts_of(metadata: &str, minutes: u64, height: impl Fn(u64) -> f64) -> Vec<(u64, Decision)> {
+    offered_load(metadata, minutes, |t| {
+        if t % 1200 >= 840 { height(t) } else { 5.0 }
+    })
+}
+
+/// As [`late_bursts`], `offered(t)` req/s at `t` seconds.
+fn offered_load(
+    metadata: &str,
+    minutes: u64,
+    offered: impl Fn(u64) -> f64,
+) -> Vec<(u64, Decision)> {
     let mut r = Run::new(metadata, 1);
     let mut targets: Vec<u32> = Vec::new();
     let mut out = Vec::new();
     for t in (0..=minutes * 60).step_by(2) {
-        let offered: f64 = if t % 1200 >= 840 { height(t) } else { 5.0 };
+        let offered = offered(t);
         let asked = targets.last().copied().unwrap_or(1);
         // What was asked for 300 s ago is ready, unless withdrawn since.
         let ready = targets
@@ -3333,6 +3344,44 @@ fn under_holdtroughs_pattern_a_held_bursts_capacity_yields_to_the_patterns_troug
         );
     }
     assert!(replica_time_from(&yields, 180) < replica_time_from(&keep, 180));
+}
+
+#[test]
+fn under_early_a_pattern_that_repeats_strongly_is_found_from_one_and_a_half_periods() {
+    // 8-minute bursts of 9 req/s every 45 minutes from minute 20 over 2 req/s: one replica
+    // serves them (10 req/s), so the demand history holds the arrivals themselves.
+    let bursts = |t: u64| match (t / 60).checked_sub(20) {
+        Some(m) if m % 45 < 8 => 9.0,
+        _ => 2.0,
+    };
+    let two = offered_load("proactive; capacity=10; startup=300; early=0", 150, bursts);
+    let early = offered_load("proactive; capacity=10; startup=300", 150, bursts);
+    let marker = "found from 1.5 periods of history (early=1.5)";
+    let first = same_until(&two, &early, marker);
+    let found = |run: &[(u64, Decision)]| {
+        run.iter()
+            .find(|(_, d)| d.explanation.contains("repeats every 45 min"))
+            .map(|(t, _)| *t)
+            .expect("the pattern is found")
+    };
+    // Found early after the second burst (at 65 minutes), a quarter of an hour before two
+    // periods of history find it.
+    assert_eq!(found(&early), early[first].0);
+    assert!(early[first].0 >= 65 * 60, "{}", early[first].0);
+    assert!(
+        found(&early) + 15 * 60 <= found(&two),
+        "{} {}",
+        found(&early),
+        found(&two)
+    );
+    // Once two periods have passed the pattern is the two-period search's.
+    let late = decision_at(&early, 140 * 60);
+    assert!(
+        late.explanation
+            .contains("repeats every 45 min (correlation"),
+        "{late:?}"
+    );
+    assert!(!late.explanation.contains(marker), "{late:?}");
 }
 
 /// Five replicas busy for ten minutes, then a trough; from minute 14.5 to 16 the in-flight
