@@ -415,11 +415,12 @@ impl Recurrence {
     }
 
     /// The same, a pattern that correlates at least [`EARLY_CORRELATION`] over
-    /// [`EARLY_OVERLAP_MINUTES`] also found once the history spans `early` periods of it (0, or
-    /// not fewer than `periods`, for none).
+    /// [`EARLY_OVERLAP_MINUTES`] also found once the history spans `early` periods of it (0, not
+    /// finite, or not fewer than `periods`, for none; below 1.2, 1.2, as for `periods`: a lag
+    /// is never longer than the changes it correlates).
     pub fn early(mut self, early: f64) -> Self {
         self.early = if early.is_finite() && early > 0.0 {
-            early
+            early.clamp(*PATTERN_PERIODS.start(), *PATTERN_PERIODS.end())
         } else {
             0.0
         };
@@ -1042,6 +1043,15 @@ mod tests {
         feed(&mut r, 75, bursts);
         assert_eq!(r.recurring(s(75 * 60), s(420)), None);
         assert_eq!(Recurrence::default().early(f64::NAN).early, 0.0);
+        assert_eq!(Recurrence::default().early(0.0).early, 0.0);
+        // Below 1.2 it is 1.2, so no lag is longer than the changes it correlates.
+        let mut r = Recurrence::default().early(0.5);
+        assert_eq!(r.early, 1.2);
+        feed(&mut r, 75, bursts);
+        assert_eq!(
+            r.recurring(s(75 * 60), s(420)).map(|g| g.period_minutes),
+            Some(45)
+        );
     }
 
     #[test]
