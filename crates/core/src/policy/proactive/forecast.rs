@@ -299,6 +299,13 @@ const DIVISOR_WITHIN_MINUTES: f64 = 1.0;
 const EARLY_CORRELATION: f64 = 0.9;
 const EARLY_OVERLAP_MINUTES: usize = 20;
 
+/// The levels a repeating pattern may be held to (`levels=F`): the share of the demand's
+/// variation over the overlap that its own level one period earlier explains,
+/// `1 - sum((x[t] - x[t - lag])^2) / sum((x[t] - mean)^2)`. 1 is an exact repeat; 0, no better
+/// than the overlap's mean; a staircase, whose steps come at a steady interval, correlates in
+/// its changes and reads below 0 in its levels.
+pub const PATTERN_LEVELS: std::ops::RangeInclusive<f64> = 0.0..=1.0;
+
 /// Minutes over which a change is measured (a burst's edge spreads over the rate window).
 const CHANGE_LAG_MINUTES: usize = 2;
 
@@ -348,6 +355,9 @@ pub struct Recurrence {
     /// correlates at least [`EARLY_CORRELATION`] over [`EARLY_OVERLAP_MINUTES`] must span; 0
     /// for none.
     early: f64,
+    /// Under `levels=F`, the share of the overlap's variation a period's levels one period
+    /// earlier must explain (see [`level_skill`]); 0 for none.
+    levels: f64,
     /// (minute index, sum of the demand estimates, their count), oldest first.
     minutes: VecDeque<(u64, f64, u32)>,
     /// The complete minutes' series and the period found in it, as of one minute: both change
@@ -365,6 +375,8 @@ struct Cached {
     period: Option<(usize, f64)>,
     /// Whether the period was found early (`early=F`), before the history spans `periods`.
     early: bool,
+    /// The period's [`level_skill`].
+    levels: f64,
 }
 
 /// A recurring pattern and what it expects next.
@@ -376,6 +388,9 @@ pub struct Recurring {
     pub correlation: f64,
     /// Whether it was found before the history spans `periods` of it (`early=F`).
     pub early: bool,
+    /// The share of the demand's variation over the overlap that its level one period
+    /// earlier explains ([`level_skill`]).
+    pub levels: f64,
     /// The highest minute of demand one period ago over the coming window, requests per second.
     pub expected: f64,
     /// The mean demand over the last period, requests per second: what the pattern's troughs
@@ -402,6 +417,7 @@ impl Recurrence {
             periods,
             pick: PeriodPick::Best,
             early: 0.0,
+            levels: 0.0,
             minutes: VecDeque::new(),
             cached: None,
         }
@@ -421,6 +437,18 @@ impl Recurrence {
     pub fn early(mut self, early: f64) -> Self {
         self.early = if early.is_finite() && early > 0.0 {
             early.clamp(*PATTERN_PERIODS.start(), *PATTERN_PERIODS.end())
+        } else {
+            0.0
+        };
+        self
+    }
+
+    /// The same, a period kept only if its levels one period earlier explain at least
+    /// `levels` of the demand's variation over the overlap ([`level_skill`]; 0, or outside
+    /// [`PATTERN_LEVELS`], for none).
+    pub fn levels(mut self, levels: f64) -> Self {
+        self.levels = if PATTERN_LEVELS.contains(&levels) {
+            levels
         } else {
             0.0
         };
@@ -492,14 +520,17 @@ impl Recurrence {
             Some(c) if c.minute == minute => c,
             _ => {
                 let (series, seen) = self.series_seen(now);
-                let found = find_period_or_early(&series, self.periods, self.early, self.pick);
+                let found =
+                    find_period_or_early(&series, self.periods, self.early, self.levels, self.pick);
                 let (period, early) = (found.map(|f| f.0), found.is_some_and(|f| f.1));
+                let levels = period.map_or(0.0, |(lag, _)| level_skill(&series, lag));
                 Cached {
                     minute,
                     series,
                     seen,
                     period,
                     early,
+                    levels,
                 }
             }
         };
@@ -514,9 +545,10 @@ impl Recurrence {
             seen,
             period,
             early,
+            levels,
             ..
         } = self.analysed(now);
-        let early = *early;
+        let (early, levels) = (*early, *levels);
         let (period, correlation) = (*period)?;
         let len = x.len();
         // Minute `len` is the current one; one period ago is `len - period`.
@@ -535,6 +567,7 @@ impl Recurrence {
             period_minutes: period,
             correlation,
             early,
+            levels,
             expected,
             mean,
         })
@@ -551,17 +584,19 @@ impl Recurrence {
 /// smooth curve.
 #[cfg(test)]
 fn find_period(x: &[f64], periods: f64, pick: PeriodPick) -> Option<(usize, f64)> {
-    find_period_or_early(x, periods, 0.0, pick).map(|f| f.0)
+    find_period_or_early(x, periods, 0.0, 0.0, pick).map(|f| f.0)
 }
 
 /// As [`find_period`], and failing that, under `early=F` (`early` > 0), a period the changes
 /// span `early` of, taken only if it correlates at least [`EARLY_CORRELATION`] over at least
 /// [`EARLY_OVERLAP_MINUTES`] of overlap; with whether it was found early. Each lag's
-/// correlation is computed once for both searches.
+/// correlation is computed once for both searches. Under `levels=F` (`levels` > 0) a lag is a
+/// period only if its [`level_skill`] is at least `levels`.
 fn find_period_or_early(
     x: &[f64],
     periods: f64,
     early: f64,
+    levels: f64,
     pick: PeriodPick,
 ) -> Option<((usize, f64), bool)> {
     if x.len() <= CHANGE_LAG_MINUTES {
@@ -582,14 +617,15 @@ fn find_period_or_early(
         .map(|lag| (lag, at(lag)))
         .collect();
     let spanned = lags.partition_point(|l| l.0 <= longest);
-    if let Some(found) = pick_period(&lags[..spanned], at, pick) {
+    let repeats = |lag: usize| levels <= 0.0 || level_skill(x, lag) >= levels;
+    if let Some(found) = pick_period(&lags[..spanned], at, repeats, pick) {
         return Some((found, false));
     }
     // With no lag beyond those, the early search would find what the first did.
     if longest_early <= longest {
         return None;
     }
-    pick_period(&lags, at, pick)
+    pick_period(&lags, at, repeats, pick)
         .filter(|&(lag, r)| {
             r >= EARLY_CORRELATION && d.len().saturating_sub(lag) >= EARLY_OVERLAP_MINUTES
         })
@@ -602,10 +638,12 @@ fn longest_lag(changes: usize, periods: f64) -> usize {
 }
 
 /// The period among `lags` (each with its correlation, shortest first) as `pick` says, `at`
-/// giving the correlation at any lag for the half-period test.
+/// giving the correlation at any lag for the half-period test and `repeats` whether a lag's
+/// levels repeat as well (`levels=F`).
 fn pick_period(
     lags: &[(usize, f64)],
     at: impl Fn(usize) -> f64,
+    repeats: impl Fn(usize) -> bool,
     pick: PeriodPick,
 ) -> Option<(usize, f64)> {
     let mut best: Option<(usize, f64)> = None;
@@ -616,7 +654,7 @@ fn pick_period(
     }
     let (best_lag, best_r) = best?;
     let is_period = |(lag, r): (usize, f64)| {
-        r >= MIN_CORRELATION && r - at(lag / 2) >= MIN_CORRELATION_OVER_HALF
+        r >= MIN_CORRELATION && r - at(lag / 2) >= MIN_CORRELATION_OVER_HALF && repeats(lag)
     };
     // The best lag itself, or one it is two or more times (a neighbour of the best lag is not
     // its period).
@@ -651,6 +689,30 @@ pub(super) fn alternating_bursts(minute: u64) -> f64 {
             }
         }
         _ => 4.0,
+    }
+}
+
+/// The share of the variation of `x` over its last `len - lag` minutes that its own level
+/// `lag` minutes earlier explains: `1 - sum((x[t] - x[t - lag])^2) / sum((x[t] - mean)^2)`
+/// over that overlap, the skill of "as one period ago" over the overlap's mean. 1 is an exact
+/// repeat, 0 no better than the mean, below 0 worse (a staircase: its changes repeat at the
+/// steps' interval, its levels do not). 0 when the overlap is flat or shorter than two minutes.
+fn level_skill(x: &[f64], lag: usize) -> f64 {
+    let n = x.len().saturating_sub(lag);
+    if n < 2 {
+        return 0.0;
+    }
+    let (now, before) = (&x[lag..], &x[..n]);
+    let mean = now.iter().sum::<f64>() / n as f64;
+    let (mut missed, mut spread) = (0.0, 0.0);
+    for (a, b) in now.iter().zip(before) {
+        missed += (a - b).powi(2);
+        spread += (a - mean).powi(2);
+    }
+    if spread > 0.0 {
+        1.0 - missed / spread
+    } else {
+        0.0
     }
 }
 
@@ -961,14 +1023,17 @@ mod tests {
         for multiple in [40, 41] {
             let lags = [(20, 0.92), (30, 0.1), (multiple, 0.924)];
             for pick in [PeriodPick::Fundamental, PeriodPick::Divisor] {
-                assert_eq!(pick_period(&lags, half, pick), Some((20, 0.92)));
+                assert_eq!(pick_period(&lags, half, |_| true, pick), Some((20, 0.92)));
             }
-            assert_eq!(pick_period(&lags, half, PeriodPick::Best), None);
+            assert_eq!(pick_period(&lags, half, |_| true, PeriodPick::Best), None);
         }
         // The best lag is its own divisor.
         let lags = [(20, 0.95), (40, 0.92)];
         let want = Some((20, 0.95));
-        assert_eq!(pick_period(&lags, half, PeriodPick::Divisor), want);
+        assert_eq!(
+            pick_period(&lags, half, |_| true, PeriodPick::Divisor),
+            want
+        );
         // Shorter lags within 0.05 of a best lag that fails the half-period test, which the best
         // lag is not two or more times: `fundamental` reads them, `divisor` and `best` do not.
         type Case = (&'static [(usize, f64)], fn(usize) -> f64, (usize, f64));
@@ -989,11 +1054,65 @@ mod tests {
             ),
         ];
         for (lags, at, fundamental) in cases {
-            let got = pick_period(lags, at, PeriodPick::Fundamental);
+            let got = pick_period(lags, at, |_| true, PeriodPick::Fundamental);
             assert_eq!(got, Some(fundamental), "{lags:?}");
-            assert_eq!(pick_period(lags, at, PeriodPick::Divisor), None, "{lags:?}");
-            assert_eq!(pick_period(lags, at, PeriodPick::Best), None, "{lags:?}");
+            assert_eq!(
+                pick_period(lags, at, |_| true, PeriodPick::Divisor),
+                None,
+                "{lags:?}"
+            );
+            assert_eq!(
+                pick_period(lags, at, |_| true, PeriodPick::Best),
+                None,
+                "{lags:?}"
+            );
         }
+    }
+
+    #[test]
+    fn levels_refuse_a_staircase_whose_changes_repeat_and_keep_bursts_that_do() {
+        // Steps up of 3, 4 and 5 req/s every 25 minutes: the changes repeat every 25 minutes
+        // and correlate as a pattern's; the levels one period earlier are a step lower, worse
+        // than the overlap's mean at reading it.
+        let staircase = |m: u64| [2.0, 5.0, 9.0, 14.0][(m / 25).min(3) as usize];
+        let mut r = Recurrence::default();
+        feed(&mut r, 100, staircase);
+        let got = r
+            .recurring(s(100 * 60), s(420))
+            .expect("the changes' period");
+        assert_eq!(got.period_minutes, 25, "{got:?}");
+        assert!(got.correlation >= MIN_CORRELATION, "{got:?}");
+        assert!(got.levels < 0.0, "{got:?}");
+        let mut r = Recurrence::default().levels(0.5);
+        feed(&mut r, 100, staircase);
+        assert_eq!(r.recurring(s(100 * 60), s(420)), None);
+        // Early too: steps at minutes 10 and 50, read from 1.5 periods of 40 minutes.
+        let tall = |m: u64| [2.0, 5.0, 9.0][((m + 30) / 40).min(2) as usize];
+        let mut r = Recurrence::default().early(1.5);
+        feed(&mut r, 64, tall);
+        let got = r.recurring(s(64 * 60), s(420)).expect("an early period");
+        assert_eq!((got.period_minutes, got.early), (40, true), "{got:?}");
+        assert!(got.levels < 0.0, "{got:?}");
+        let mut r = Recurrence::default().early(1.5).levels(0.5);
+        feed(&mut r, 64, tall);
+        assert_eq!(r.recurring(s(64 * 60), s(420)), None);
+        // Bursts that repeat repeat in their levels: found as without it.
+        let mut r = Recurrence::default().levels(0.5);
+        feed(&mut r, 105, bursts);
+        let got = r.recurring(s(105 * 60), s(420)).expect("a period");
+        assert_eq!(got.period_minutes, 45);
+        assert!(got.levels > 0.95, "{got:?}");
+        // Outside 0 to 1, none.
+        for bad in [-0.5, 1.5, f64::NAN] {
+            let mut r = Recurrence::default().levels(bad);
+            feed(&mut r, 100, staircase);
+            assert!(r.recurring(s(100 * 60), s(420)).is_some(), "{bad}");
+        }
+        // The skill itself: an exact repeat 1, a flat overlap 0, a shift by a step below 0.
+        assert_eq!(level_skill(&[1.0, 5.0, 1.0, 5.0, 1.0, 5.0], 2), 1.0);
+        assert_eq!(level_skill(&[3.0; 6], 2), 0.0);
+        assert_eq!(level_skill(&[1.0, 2.0], 2), 0.0);
+        assert!(level_skill(&[1.0, 1.0, 2.0, 2.0, 3.0, 3.0], 2) < 0.0);
     }
 
     #[test]

@@ -303,6 +303,14 @@ fn the_policy_value_is_read_with_its_settings() {
                 ..d()
             },
         ),
+        (
+            "proactive; levels=0.5",
+            ProactiveConfig {
+                pattern_levels: 0.5,
+                ..d()
+            },
+        ),
+        ("proactive; levels=0", d()),
         ("proactive; probe=0", ProactiveConfig { probe: 0.0, ..d() }),
         (
             "proactive; probecap=1.25",
@@ -680,6 +688,8 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; early=1",
         "proactive; early=5",
         "proactive; early=-1",
+        "proactive; levels=1.5",
+        "proactive; levels=-0.5",
         "proactive; ahead=0.5",
         "proactive; ahead=11",
         "proactive; probe=0.2",
