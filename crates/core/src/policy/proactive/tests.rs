@@ -4336,3 +4336,39 @@ fn under_breachload_a_breach_on_a_lightly_loaded_fleet_is_explained_and_keeps_th
         last.explanation
     );
 }
+
+#[test]
+fn under_levels_a_staircase_whose_changes_repeat_is_no_pattern_and_bursts_still_are() {
+    // Steps up of 2, 3 and 4 req/s every 25 minutes from 1 req/s, which one replica serves:
+    // the changes repeat every 25 minutes, the levels one period earlier are a step lower.
+    let staircase = |t: u64| [1.0, 3.0, 6.0, 10.0][((t / 60) / 25).min(3) as usize];
+    let pattern = |run: &[(u64, Decision)]| {
+        run.iter()
+            .find(|(_, d)| d.explanation.contains("repeats every"))
+            .map(|(_, d)| d.explanation.clone())
+    };
+    let without = offered_load("proactive; capacity=12; startup=300", 110, staircase);
+    let found = pattern(&without).expect("the changes read as a pattern without the test");
+    assert!(found.contains("repeats every 25 min"), "{found}");
+    assert!(found.contains(", levels -"), "{found}");
+    let with = offered_load(
+        "proactive; capacity=12; startup=300; levels=0.5",
+        110,
+        staircase,
+    );
+    assert_eq!(pattern(&with), None);
+    // Bursts every 45 minutes come back at the same height: found as without the test, and
+    // the decision names the bar.
+    let bursts = |t: u64| match (t / 60).checked_sub(20) {
+        Some(m) if m % 45 < 8 => 9.0,
+        _ => 2.0,
+    };
+    let with = offered_load(
+        "proactive; capacity=10; startup=300; levels=0.5",
+        150,
+        bursts,
+    );
+    let found = pattern(&with).expect("the bursts' pattern");
+    assert!(found.contains("repeats every 45 min"), "{found}");
+    assert!(found.contains(">= 0.5 (levels)"), "{found}");
+}
