@@ -65,6 +65,13 @@ pub(crate) struct SimulateArgs {
         value_name = "S|LOW..HIGH|lognormal:MEDIAN:SIGMA"
     )]
     pub(crate) startup_delay_seconds: String,
+    /// Which start-up draw a replica asked for gets: order (the k-th replica asked for gets
+    /// the k-th draw; the evaluation's protocol) or slot (a replica asked for as the fleet's
+    /// n-th live one gets position n's m-th draw, the m-th time that position starts: two
+    /// policies that ask for the same positions meet the same delays there, whatever either
+    /// asked elsewhere).
+    #[arg(long, default_value = "order", value_name = "order|slot")]
+    pub(crate) startup_draws: String,
     /// Clients give up after this many seconds: the request is a miss and the engine aborts
     /// it (as vLLM does on disconnect). Unset: clients wait.
     #[arg(long)]
@@ -162,6 +169,7 @@ impl From<SimulateArgs> for SimulateOptions {
             min_replicas: args.min_replicas,
             max_replicas: args.max_replicas,
             startup_delay: args.startup_delay_seconds,
+            startup_draws: args.startup_draws,
             client_timeout_seconds: args.client_timeout_seconds,
             engine: args.engine,
             prometheus_scrape_seconds: args.prometheus_scrape_seconds,
@@ -223,6 +231,12 @@ mod tests {
         assert_eq!(options.traces, ["step", "mooncake"]);
         assert_eq!(options.policies, ["ours", "kpa:64"]);
         assert_eq!(options.metadata, ["a=1", "b=2"]);
+    }
+
+    #[test]
+    fn startup_draws_default_to_the_protocols_order() {
+        assert_eq!(SimulateOptions::default().startup_draws, "order");
+        assert_eq!(parse(&["--startup-draws", "slot"]).startup_draws, "slot");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use vllm_keda_tools::simulate::fleet::{
-    self, Autoscaler, FleetSettings, ReplicaState, StartupSpread, VirtualFleet,
+    self, Autoscaler, FleetSettings, ReplicaState, StartupDraws, StartupSpread, VirtualFleet,
 };
 use vllm_keda_tools::simulate::scenario::{self, Scenario, ScenarioSet};
 use vllm_keda_tools::simulate::{PolicySpec, Simulation};
@@ -241,6 +241,97 @@ fn start_up_delays_are_drawn_per_replica_the_same_for_every_run() {
         (150..250).contains(&below),
         "{below} of 400 below the median"
     );
+}
+
+/// Asks for each target at its second and records each replica's start-up (id, created,
+/// seen ready), polling every second.
+struct Script {
+    plan: Vec<(u64, u32)>,
+    next: Duration,
+    started: Vec<(u64, Duration, Duration)>,
+}
+
+impl Autoscaler for Script {
+    fn next_wake(&self) -> Option<Duration> {
+        (self.next < Duration::from_secs(900)).then_some(self.next)
+    }
+
+    fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
+        self.next += Duration::from_secs(1);
+        // Replica 0 started ready.
+        for r in fleet.ready() {
+            if r.id > 0 && !self.started.iter().any(|x| x.0 == r.id) {
+                self.started.push((r.id, r.created, now));
+            }
+        }
+        let secs = now.as_secs();
+        self.plan.iter().find(|p| p.0 == secs).map(|p| p.1)
+    }
+}
+
+#[test]
+fn under_slot_draws_a_fleet_position_meets_the_same_start_ups_whatever_was_asked_elsewhere() {
+    let spread = StartupSpread::Uniform {
+        low: 60.0,
+        high: 600.0,
+    };
+    let sizes = scenario::bundled_sizes("azure-conv").unwrap();
+    let requests = generate::poisson(&RateCurve::Constant(2.0), 800.0, &sizes, 1);
+    // The start-up each replica waited, by id.
+    let waits = |draws: StartupDraws, plan: &[(u64, u32)]| {
+        let settings = FleetSettings {
+            startup_delay: Duration::from_secs(300),
+            startup_spread: spread,
+            startup_seed: 7,
+            startup_draws: draws,
+            ..FleetSettings::default()
+        };
+        let mut script = Script {
+            plan: plan.to_vec(),
+            next: Duration::ZERO,
+            started: Vec::new(),
+        };
+        fleet::run(&requests, &settings, 1, &mut script);
+        let mut out: Vec<(u64, Duration)> = script
+            .started
+            .iter()
+            .map(|(id, created, ready)| (*id, ready.saturating_sub(*created)))
+            .collect();
+        out.sort();
+        out
+    };
+    // A: positions 1 and 2 asked for at once. B: position 1 asked for and withdrawn while it
+    // starts, then positions 1 and 2 asked for: B's third replica is position 2's first start,
+    // as A's second is.
+    let a = [(0, 3)];
+    let b = [(0, 2), (5, 1), (10, 3)];
+    for draws in [StartupDraws::Order, StartupDraws::Slot] {
+        let (wa, wb) = (waits(draws, &a), waits(draws, &b));
+        assert_eq!(wa.len(), 2, "{wa:?}");
+        // The withdrawn replica (id 1) never became ready.
+        let ids: Vec<u64> = wb.iter().map(|w| w.0).collect();
+        assert_eq!(ids, [2, 3], "{wb:?}");
+        let position_2 = (wa[1].1, wb[1].1);
+        match draws {
+            // Slot: position 2 waited the same in both; position 1's second start is a draw
+            // of its own, not its first.
+            StartupDraws::Slot => {
+                assert_eq!(position_2.0, position_2.1);
+                assert_ne!(wa[0].1, wb[0].1);
+                let first = spread.draw_at(Duration::from_secs(300), 7, 2, 0);
+                assert!(
+                    position_2.0 >= first && position_2.0 < first + Duration::from_secs(1),
+                    "{position_2:?} {first:?}"
+                );
+            }
+            // Order: B's position 2 is the third ask and gets the third draw.
+            StartupDraws::Order => {
+                let d = spread.draws(Duration::from_secs(300), 7, 3);
+                assert!(position_2.0 >= d[1] && position_2.0 < d[1] + Duration::from_secs(1));
+                assert!(position_2.1 >= d[2] && position_2.1 < d[2] + Duration::from_secs(1));
+            }
+        }
+    }
 }
 
 #[test]

@@ -27,9 +27,12 @@ pub struct FleetSettings {
     pub startup_delay: Duration,
     /// How start-up delays are drawn.
     pub startup_spread: StartupSpread,
-    /// Seed of the start-up draws: the k-th replica asked for gets the k-th draw, whatever the
-    /// policy, so every policy meets the same sequence of delays.
+    /// Seed of the start-up draws: under [`StartupDraws::Order`] the k-th replica asked for
+    /// gets the k-th draw, whatever the policy, so every policy meets the same sequence of
+    /// delays.
     pub startup_seed: u64,
+    /// Which draw a replica asked for gets.
+    pub startup_draws: StartupDraws,
     /// A client gives up this long after its request arrived: the request is a miss and the
     /// engine aborts it (as vLLM does on disconnect). None: clients wait forever.
     pub client_timeout: Option<Duration>,
@@ -46,12 +49,35 @@ impl Default for FleetSettings {
             startup_delay: Duration::from_secs(300),
             startup_spread: StartupSpread::Fixed,
             startup_seed: 1,
+            startup_draws: StartupDraws::Order,
             client_timeout: None,
             sample_interval: Duration::from_secs(10),
             drain_limit: Duration::from_secs(900),
         }
     }
 }
+
+/// Which start-up draw a replica asked for gets (`simulate --startup-draws`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartupDraws {
+    /// The k-th replica asked for in the run gets the k-th draw (the evaluation's protocol):
+    /// every policy meets the same sequence, and a policy that asks once more than another
+    /// meets every later delay one draw further on.
+    #[default]
+    Order,
+    /// A replica asked for as the fleet's n-th live one gets position n's m-th draw, the m-th
+    /// time that position starts (common random numbers per position): two policies that ask
+    /// for the same positions meet the same delays there, whatever either asked elsewhere.
+    Slot,
+}
+
+impl StartupDraws {
+    /// Every value, as `--startup-draws` spells it.
+    pub const ALL: [(&'static str, Self); 2] = [("order", Self::Order), ("slot", Self::Slot)];
+}
+
+/// Mixed into the seed of the start-up draws, so they never shift the arrival process's.
+const STARTUP_STREAM: u64 = 0x5354_4152_5455_5021;
 
 /// How replica start-up delays are distributed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -78,22 +104,33 @@ impl StartupSpread {
     /// The `n` first delays drawn from `seed` (`fixed` for [`StartupSpread::Fixed`]).
     pub fn draws(&self, fixed: Duration, seed: u64, n: usize) -> Vec<Duration> {
         // A stream of its own, so start-up draws never shift the arrival process's.
-        let mut rng = SplitMix64::new(seed ^ 0x5354_4152_5455_5021);
-        (0..n)
-            .map(|_| match *self {
-                Self::Fixed => fixed,
-                Self::Uniform { low, high } => {
-                    Duration::from_secs_f64(low + (high - low) * rng.next_f64())
-                }
-                Self::LogNormal { median, sigma } => {
-                    // Box-Muller from two uniforms.
-                    let u1 = rng.next_f64().max(1e-12);
-                    let u2 = rng.next_f64();
-                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-                    Duration::from_secs_f64((median * (sigma * z).exp()).min(86_400.0))
-                }
-            })
-            .collect()
+        let mut rng = SplitMix64::new(seed ^ STARTUP_STREAM);
+        (0..n).map(|_| self.sample(fixed, &mut rng)).collect()
+    }
+
+    /// The draw of fleet position `slot`'s `start`-th start (both from 0) under `seed`
+    /// ([`StartupDraws::Slot`]): each (position, start) pair seeds a stream of its own.
+    pub fn draw_at(&self, fixed: Duration, seed: u64, slot: usize, start: usize) -> Duration {
+        let key = (seed ^ STARTUP_STREAM)
+            .wrapping_add((slot as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .wrapping_add((start as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+        self.sample(fixed, &mut SplitMix64::new(key))
+    }
+
+    fn sample(&self, fixed: Duration, rng: &mut SplitMix64) -> Duration {
+        match *self {
+            Self::Fixed => fixed,
+            Self::Uniform { low, high } => {
+                Duration::from_secs_f64(low + (high - low) * rng.next_f64())
+            }
+            Self::LogNormal { median, sigma } => {
+                // Box-Muller from two uniforms.
+                let u1 = rng.next_f64().max(1e-12);
+                let u2 = rng.next_f64();
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                Duration::from_secs_f64((median * (sigma * z).exp()).min(86_400.0))
+            }
+        }
     }
 
     /// A delay a planner that must not be late would plan with: the fixed delay, the longest
@@ -153,6 +190,8 @@ pub struct VirtualFleet {
     placed: HashMap<usize, (usize, RequestId)>,
     startup_draws: Vec<Duration>,
     started: usize,
+    /// Under [`StartupDraws::Slot`], how many times each fleet position has started.
+    slot_starts: Vec<usize>,
     outcomes: Vec<RequestOutcome>,
     prompt_tokens: Vec<u32>,
     events: Vec<Event>,
@@ -172,6 +211,7 @@ impl VirtualFleet {
             placed: HashMap::new(),
             startup_draws: Vec::new(),
             started: 0,
+            slot_starts: Vec::new(),
             outcomes: requests
                 .iter()
                 .map(|r| RequestOutcome {
@@ -187,8 +227,8 @@ impl VirtualFleet {
             events: Vec::new(),
             desired: 0,
         };
-        for _ in 0..initial {
-            fleet.add_replica(Duration::ZERO, true);
+        for slot in 0..initial as usize {
+            fleet.add_replica(Duration::ZERO, true, slot);
         }
         fleet.desired = initial;
         fleet
@@ -221,8 +261,24 @@ impl VirtualFleet {
         &self.settings.engine
     }
 
-    /// The start-up delay of the next replica asked for (the k-th draw for the k-th).
-    fn next_startup_delay(&mut self) -> Duration {
+    /// The start-up delay of the next replica asked for, as the fleet's `slot`-th live one
+    /// (from 0): the k-th draw for the k-th, or under [`StartupDraws::Slot`] the position's
+    /// own next draw.
+    fn next_startup_delay(&mut self, slot: usize) -> Duration {
+        if self.settings.startup_draws == StartupDraws::Slot {
+            if self.slot_starts.len() <= slot {
+                self.slot_starts.resize(slot + 1, 0);
+            }
+            let start = self.slot_starts[slot];
+            self.slot_starts[slot] += 1;
+            self.started += 1;
+            return self.settings.startup_spread.draw_at(
+                self.settings.startup_delay,
+                self.settings.startup_seed,
+                slot,
+                start,
+            );
+        }
         if self.started >= self.startup_draws.len() {
             let n = (self.startup_draws.len() * 2).max(64);
             self.startup_draws = self.settings.startup_spread.draws(
@@ -236,11 +292,11 @@ impl VirtualFleet {
         d
     }
 
-    fn add_replica(&mut self, now: Duration, ready: bool) {
+    fn add_replica(&mut self, now: Duration, ready: bool, slot: usize) {
         let delay = if ready {
             Duration::ZERO
         } else {
-            self.next_startup_delay()
+            self.next_startup_delay(slot)
         };
         let id = self.next_id;
         self.next_id += 1;
@@ -362,7 +418,7 @@ impl VirtualFleet {
         let live = |r: &Replica| r.ended.is_none() && r.state != ReplicaState::Draining;
         let mut current = self.replicas.iter().filter(|r| live(r)).count() as u32;
         while current < desired {
-            self.add_replica(now, false);
+            self.add_replica(now, false, current as usize);
             current += 1;
         }
         while current > desired {

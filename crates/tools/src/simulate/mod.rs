@@ -32,7 +32,7 @@ use controllers::{
     Apa, ApaSettings, Kpa, KpaSettings, Oracle, OracleSettings, Ours, PrometheusKeda,
     PrometheusKedaSettings, PrometheusKedaTuned, PrometheusKedaTunedSettings, Restart, Static,
 };
-use fleet::{Autoscaler, FleetSettings, RunResult, StartupSpread};
+use fleet::{Autoscaler, FleetSettings, RunResult, StartupDraws, StartupSpread};
 use report::{PolicyReport, SloTargets};
 use scenario::Scenario;
 
@@ -63,6 +63,9 @@ pub struct SimulateOptions {
     /// Seconds from asking for a replica to it serving: `300`, a uniform range `120..600`,
     /// or `lognormal:MEDIAN:SIGMA`.
     pub startup_delay: String,
+    /// Which start-up draw a replica asked for gets: `order` (the k-th asked, the k-th draw;
+    /// the evaluation's protocol) or `slot` (the fleet position's own draws).
+    pub startup_draws: String,
     /// A client gives up after this many seconds (the request is a miss and is aborted).
     pub client_timeout_seconds: Option<f64>,
     /// The engine profile every replica runs ([`vllm_emulator::EngineConfig::profile`]).
@@ -132,6 +135,7 @@ impl Default for SimulateOptions {
             min_replicas: 1,
             max_replicas: 20,
             startup_delay: "300".to_owned(),
+            startup_draws: "order".to_owned(),
             client_timeout_seconds: None,
             engine: vllm_emulator::DEFAULT_PROFILE.to_owned(),
             prometheus_scrape_seconds: 15.0,
@@ -152,6 +156,15 @@ impl Default for SimulateOptions {
             judge_statics: true,
         }
     }
+}
+
+/// Reads `--startup-draws`: `order` or `slot`.
+pub fn parse_startup_draws(text: &str) -> anyhow::Result<StartupDraws> {
+    StartupDraws::ALL
+        .iter()
+        .find(|(name, _)| *name == text)
+        .map(|(_, d)| *d)
+        .ok_or_else(|| anyhow::anyhow!("--startup-draws {text:?}: expected order or slot"))
 }
 
 /// Reads `--startup-delay-seconds`: `S`, `LOW..HIGH` (uniform) or `lognormal:MEDIAN:SIGMA`.
@@ -1206,6 +1219,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
         )
     })?;
     let (startup_delay, startup_spread) = parse_startup(&args.startup_delay)?;
+    let startup_draws = parse_startup_draws(&args.startup_draws)?;
     let client_timeout = args
         .client_timeout_seconds
         .map(|t| positive("client-timeout-seconds", t).map(Duration::from_secs_f64))
@@ -1215,6 +1229,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             engine,
             startup_delay,
             startup_spread,
+            startup_draws,
             client_timeout,
             ..FleetSettings::default()
         },
@@ -1628,6 +1643,19 @@ mod tests {
         ] {
             let e = PolicySpec::parse(bad).unwrap_err().to_string();
             assert!(e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn startup_draws_parse_by_name_and_refuse_others_naming_the_flag() {
+        assert_eq!(parse_startup_draws("order").unwrap(), StartupDraws::Order);
+        assert_eq!(parse_startup_draws("slot").unwrap(), StartupDraws::Slot);
+        for bad in ["", "Slot", "random"] {
+            let e = parse_startup_draws(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("--startup-draws") && e.contains("order or slot"),
+                "{e}"
+            );
         }
     }
 
