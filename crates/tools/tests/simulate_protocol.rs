@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use vllm_keda_tools::simulate::fleet::{
-    self, Autoscaler, FleetSettings, ReplicaState, StartupDraws, StartupSpread, VirtualFleet,
+    self, Autoscaler, FleetSettings, StartupDraws, StartupSpread, VirtualFleet,
 };
 use vllm_keda_tools::simulate::scenario::{self, Scenario, ScenarioSet};
 use vllm_keda_tools::simulate::{PolicySpec, Simulation};
@@ -161,33 +161,6 @@ fn seeds_redraw_the_arrival_process_of_generated_and_resampled_scenarios() {
     assert!(ScenarioSet::parse("test").is_err());
 }
 
-/// Records when each replica became ready, polling every second.
-struct Watcher {
-    next: Duration,
-    asked: bool,
-    ready_at: Vec<(u64, Duration, Duration)>,
-}
-
-impl Autoscaler for Watcher {
-    fn next_wake(&self) -> Option<Duration> {
-        (self.next < Duration::from_secs(900)).then_some(self.next)
-    }
-
-    fn wake(&mut self, now: Duration, fleet: &VirtualFleet) -> Option<u32> {
-        self.next += Duration::from_secs(1);
-        for r in fleet.ready() {
-            if r.state == ReplicaState::Ready && !self.ready_at.iter().any(|x| x.0 == r.id) {
-                self.ready_at.push((r.id, r.created, now));
-            }
-        }
-        if !self.asked {
-            self.asked = true;
-            return Some(4);
-        }
-        None
-    }
-}
-
 #[test]
 fn start_up_delays_are_drawn_per_replica_the_same_for_every_run() {
     let spread = StartupSpread::Uniform {
@@ -211,16 +184,16 @@ fn start_up_delays_are_drawn_per_replica_the_same_for_every_run() {
     // Two requests a second until 700 s keep the run going past the longest draw.
     let sizes = scenario::bundled_sizes("azure-conv").unwrap();
     let requests = generate::poisson(&RateCurve::Constant(2.0), 700.0, &sizes, 1);
-    let mut watcher = Watcher {
+    let mut script = Script {
+        plan: vec![(0, 4)],
         next: Duration::ZERO,
-        asked: false,
-        ready_at: Vec::new(),
+        started: Vec::new(),
     };
-    fleet::run(&requests, &settings, 1, &mut watcher);
+    fleet::run(&requests, &settings, 1, &mut script);
     // Replica 0 started ready; replicas 1..=3 were asked for at 0 and got draws 0..=2.
-    let mut started: Vec<_> = watcher.ready_at.iter().filter(|r| r.0 > 0).collect();
+    let mut started: Vec<_> = script.started.iter().collect();
     started.sort_by_key(|r| r.0);
-    assert_eq!(started.len(), 3, "{:?}", watcher.ready_at);
+    assert_eq!(started.len(), 3, "{:?}", script.started);
     for (k, (_, created, ready)) in started.iter().enumerate() {
         let waited = ready.saturating_sub(*created);
         // Seen at the first whole second at or after the draw.
