@@ -188,6 +188,7 @@ pub struct VirtualFleet {
     in_flight: HashMap<(u64, u64), usize>,
     /// Where each routed, unfinished request runs: (replica slot, engine request id).
     placed: HashMap<usize, (usize, RequestId)>,
+    /// Under [`StartupDraws::Order`], the draws so far and how many were taken.
     startup_draws: Vec<Duration>,
     started: usize,
     /// Under [`StartupDraws::Slot`], how many times each fleet position has started.
@@ -271,7 +272,6 @@ impl VirtualFleet {
             }
             let start = self.slot_starts[slot];
             self.slot_starts[slot] += 1;
-            self.started += 1;
             return self.settings.startup_spread.draw_at(
                 self.settings.startup_delay,
                 self.settings.startup_seed,
