@@ -5,17 +5,12 @@ errors name the file and the fix.
 """
 
 import json
-import pathlib
-import subprocess
-import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "hindsight-reads"
+from script_support import run_script
 
 
 def reads(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, check=False)
+    return run_script("hindsight-reads", *args)
 
 
 def run(scenario, policy, attainment, fluid=None, counted=None):

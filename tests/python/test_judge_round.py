@@ -5,17 +5,12 @@ docs/evaluation/proactive.md states what the rule decided. The script must reach
 verdicts from the same rows, and refuse malformed rows with an error naming the file and line.
 """
 
-import pathlib
-import subprocess
-import sys
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "judge-round"
+from deploy_support import REPO as ROOT
+from script_support import run_script
 
 
 def judge(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, check=False)
+    return run_script("judge-round", *args)
 
 
 def round_rows(n):

@@ -5,17 +5,14 @@ name the file and the fix; the committed rows check the numbers EVALUATION.md qu
 """
 
 import json
-import pathlib
 import subprocess
-import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "miss-price"
+from deploy_support import REPO as ROOT
+from script_support import run_script
 
 
 def price(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, check=False)
+    return run_script("miss-price", *args)
 
 
 def run(policy, seed, share, gpu_hours, requests=3600, scenario="s"):

@@ -5,18 +5,13 @@ simulation; bad input must be refused with an error naming the file or the group
 """
 
 import json
-import pathlib
-import subprocess
-import sys
 import xml.dom.minidom
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "paired-differences"
+from script_support import run_script
 
 
 def run(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, check=False)
+    return run_script("paired-differences", *args)
 
 
 def report(scenario, policy, seed, attainment, gpu):

@@ -5,17 +5,12 @@ the test needs no simulation; bad input must be refused with an error naming the
 """
 
 import json
-import pathlib
-import subprocess
-import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "split-at"
+from script_support import run_script
 
 
 def run(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, check=False)
+    return run_script("split-at", *args)
 
 
 def report(policy, seed, attainment, requests, gpu):

@@ -6,20 +6,17 @@ missing directory must be refused with an error that names it.
 """
 
 import json
-import pathlib
 import shutil
-import subprocess
-import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "warm-rows"
+from deploy_support import REPO as ROOT
+from script_support import run_script
+
 WARM = ROOT / "docs" / "evaluation" / "demand-history" / "gap-held-out"
 
 
 def warm_rows(tmp_path, *runs):
     md, svg = tmp_path / "rows.md", tmp_path / "rows.svg"
-    r = subprocess.run([sys.executable, str(SCRIPT), str(md), str(svg), *runs],
-                       capture_output=True, text=True, cwd=ROOT, check=False)
+    r = run_script("warm-rows", md, svg, *runs)
     return r, md, svg
 
 
