@@ -451,3 +451,45 @@ fn replicas_withdrawn_while_starting_are_billed_and_counted_apart() {
         0.0
     );
 }
+
+/// `clairvoyant:from=burst` is the clairvoyant plan for a planner that learns the trace at the
+/// crowd: it holds the opening fleet until the first minute whose work needs more, asks there,
+/// and from then on asks as the plan at the same utilisation does. Not knowing the crowd
+/// ahead, it serves less of it than that plan, and its row is judged against static fleets.
+#[test]
+fn the_clairvoyant_plan_from_the_burst_waits_for_it_and_then_follows_the_plan() {
+    let scenario = crowd(1);
+    let sim = Simulation {
+        judge_statics: true,
+        ..simulation(1)
+    };
+    let full = PolicySpec::parse("clairvoyant:from=0:utilisation=0.6").unwrap();
+    let late = PolicySpec::parse("clairvoyant:from=burst:utilisation=0.6").unwrap();
+    assert_eq!(late.name(), "clairvoyant:from=burst:utilisation=0.6");
+    let (_, full) = sim.run_policy(&scenario, &full).unwrap();
+    let (_, late) = sim.run_policy(&scenario, &late).unwrap();
+    // The plan asks a start-up (120 s) ahead of the crowd at minute 4; the late one cannot.
+    let first_up = |r: &vllm_keda_tools::simulate::report::PolicyReport| {
+        r.events
+            .iter()
+            .find(|e| e.to > e.from)
+            .map(|e| e.at_seconds)
+            .unwrap()
+    };
+    assert!(first_up(&full) < 240.0, "{:?}", full.events);
+    let late_up = first_up(&late);
+    assert!((240.0..=300.0).contains(&late_up), "{:?}", late.events);
+    // After the crowd the two plans are the same plan: the same fleet to the end.
+    let last = |r: &vllm_keda_tools::simulate::report::PolicyReport| {
+        r.events.last().map(|e| (e.at_seconds, e.to)).unwrap()
+    };
+    assert_eq!(last(&full), last(&late));
+    assert!(
+        late.slo_attainment < full.slo_attainment,
+        "late {} full {}",
+        late.slo_attainment,
+        full.slo_attainment
+    );
+    assert!(!late.statics_not_judged);
+    assert!(full.gpu_hours > late.gpu_hours);
+}

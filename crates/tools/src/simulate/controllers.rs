@@ -980,6 +980,30 @@ impl Oracle {
     pub fn initial(&self) -> u32 {
         self.plan.first().map_or(1, |p| p.1)
     }
+
+    /// The same plan for a planner that learns the trace only at `from`: it holds `opening`
+    /// until then, asks at `from` for what the plan holds there (the most any bucket within a
+    /// start-up of it needs), and follows the plan from then on.
+    pub fn learning_at(self, from: Duration, opening: u32) -> Self {
+        let at_from = self
+            .plan
+            .iter()
+            .take_while(|p| p.0 <= from)
+            .last()
+            .map_or(opening, |p| p.1);
+        let mut plan = vec![(Duration::ZERO, opening), (from, at_from)];
+        plan.extend(self.plan.into_iter().filter(|p| p.0 > from));
+        plan.dedup_by(|later, earlier| later.1 == earlier.1);
+        Self { plan, next: 0 }
+    }
+
+    /// The start of the first bucket whose work needs more than `opening` replicas, if any.
+    pub fn first_need_above(needed: &[u32], opening: u32, bucket: Duration) -> Option<Duration> {
+        needed
+            .iter()
+            .position(|&n| n > opening)
+            .map(|b| bucket * b as u32)
+    }
 }
 
 impl Autoscaler for Oracle {
@@ -1003,6 +1027,39 @@ mod tests {
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    #[test]
+    fn a_plan_learned_late_holds_the_opening_fleet_then_asks_what_the_plan_holds() {
+        let plan = || Oracle {
+            plan: vec![(secs(0), 2), (secs(60), 5), (secs(300), 1), (secs(420), 3)],
+            next: 0,
+        };
+        assert_eq!(
+            plan().learning_at(secs(120), 1).plan,
+            vec![(secs(0), 1), (secs(120), 5), (secs(300), 1), (secs(420), 3)]
+        );
+        // Learning where the plan itself steps keeps the step once; learning at its end
+        // leaves the plan's last fleet; from the start it is the plan at the opening fleet.
+        assert_eq!(
+            plan().learning_at(secs(300), 1).plan,
+            vec![(secs(0), 1), (secs(420), 3)]
+        );
+        assert_eq!(
+            plan().learning_at(secs(600), 2).plan,
+            vec![(secs(0), 2), (secs(600), 3)]
+        );
+        assert_eq!(plan().learning_at(secs(0), 2).plan, plan().plan);
+        let needed = [1, 1, 2, 4, 1];
+        assert_eq!(
+            Oracle::first_need_above(&needed, 1, secs(60)),
+            Some(secs(120))
+        );
+        assert_eq!(
+            Oracle::first_need_above(&needed, 3, secs(60)),
+            Some(secs(180))
+        );
+        assert_eq!(Oracle::first_need_above(&needed, 4, secs(60)), None);
     }
 
     /// A KPA with target 10 at 100 % utilisation, so the arithmetic is easy to follow.

@@ -239,6 +239,26 @@ pub enum PolicySpec {
     StaticBest,
     /// The future-knowing reference planner (`oracle` is an alias).
     Clairvoyant,
+    /// The clairvoyant plan for a planner that learns the trace only once it is under way
+    /// (`clairvoyant:from=burst|S[:utilisation=U]`): a bound on what a policy that must see
+    /// a burst to know of it can reach, not a policy one can run.
+    ClairvoyantFrom(ClairvoyantFrom),
+}
+
+/// When [`PolicySpec::ClairvoyantFrom`] learns the trace, and the share of a replica's
+/// saturation throughput its plan uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClairvoyantFrom {
+    /// `None`: at the start of the first planning bucket whose work needs more replicas than
+    /// the opening fleet at the full plan's utilisation, or from the start if none does
+    /// (`from=burst`); else at this many seconds.
+    pub from: Option<Duration>,
+    /// As the clairvoyant planner's, without its search: the plan at this one utilisation.
+    pub utilisation: f64,
+    /// How far ahead the plan asks, the most any bucket within it needs: `None`, the start-up
+    /// time the clairvoyant planner plans with; `Some(0)`, only the bucket under way, a
+    /// perfectly sized reaction that knows nothing of the minutes to come (`lookahead=S`).
+    pub lookahead: Option<Duration>,
 }
 
 /// A policy's positional knob (if any) and its `k=v` knobs.
@@ -286,7 +306,7 @@ fn fmt_num(v: f64) -> String {
     format!("{v}")
 }
 
-const POLICY_HELP: &str = "ours, ours:KEY=VALUE[:...], prometheus-keda, prometheus-keda-tuned[:IN_FLIGHT][:ttft=S][:itl=S], kpa, kpa:TARGET[:stable=S][:delay=S], apa[:TARGET][:up=F][:down=F][:uprate=F][:downrate=F], static:N, static:best, clairvoyant (alias oracle)";
+const POLICY_HELP: &str = "ours, ours:KEY=VALUE[:...], prometheus-keda, prometheus-keda-tuned[:IN_FLIGHT][:ttft=S][:itl=S], kpa, kpa:TARGET[:stable=S][:delay=S], apa[:TARGET][:up=F][:down=F][:uprate=F][:downrate=F], static:N, static:best, clairvoyant (alias oracle), clairvoyant:from=burst|S[:utilisation=U][:lookahead=S]";
 
 impl PolicySpec {
     /// Parses a policy: see [`POLICY_HELP`] for the forms.
@@ -402,6 +422,57 @@ impl PolicySpec {
                 }
                 Ok(Self::PrometheusKedaTuned(settings))
             }
+            "clairvoyant" | "oracle" => {
+                let (pos, pairs) = knobs(text, rest)?;
+                if let Some(p) = pos {
+                    anyhow::bail!(
+                        "--policies {text:?}: unexpected {p:?}; expected clairvoyant:from=burst|S[:utilisation=U][:lookahead=S]"
+                    );
+                }
+                let mut from = None;
+                let mut utilisation = OracleSettings::default().utilisation;
+                let mut lookahead = None;
+                for (k, v) in pairs {
+                    match k {
+                        "from" if v == "burst" => from = Some(None),
+                        "from" => {
+                            from = Some(Some(Duration::from_secs_f64(non_negative_number(
+                                text,
+                                "from (seconds, or burst)",
+                                v,
+                            )?)))
+                        }
+                        "utilisation" => {
+                            utilisation = positive_number(text, "utilisation", v)?;
+                            if utilisation > 2.0 {
+                                anyhow::bail!(
+                                    "--policies {text:?}: utilisation {v} is above 2; a plan's share of a replica's saturation throughput is at most 1, and up to 2 for a frontier's cheap end"
+                                );
+                            }
+                        }
+                        "lookahead" => {
+                            lookahead = Some(Duration::from_secs_f64(non_negative_number(
+                                text,
+                                "lookahead (seconds)",
+                                v,
+                            )?))
+                        }
+                        other => anyhow::bail!(
+                            "--policies {text:?}: unknown clairvoyant knob {other:?}; expected from, utilisation or lookahead"
+                        ),
+                    }
+                }
+                let Some(from) = from else {
+                    anyhow::bail!(
+                        "--policies {text:?}: expected from=burst or from=SECONDS (the full plan is plain clairvoyant)"
+                    );
+                };
+                Ok(Self::ClairvoyantFrom(ClairvoyantFrom {
+                    from,
+                    utilisation,
+                    lookahead,
+                }))
+            }
             "static" => {
                 let n: u32 = rest.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                     anyhow::anyhow!(
@@ -469,6 +540,19 @@ impl PolicySpec {
             Self::Static(n) => format!("static:{n}"),
             Self::StaticBest => "static:best".into(),
             Self::Clairvoyant => "clairvoyant".into(),
+            Self::ClairvoyantFrom(c) => {
+                let mut out = match c.from {
+                    None => "clairvoyant:from=burst".to_string(),
+                    Some(d) => format!("clairvoyant:from={}", fmt_num(d.as_secs_f64())),
+                };
+                if c.utilisation != OracleSettings::default().utilisation {
+                    out.push_str(&format!(":utilisation={}", fmt_num(c.utilisation)));
+                }
+                if let Some(d) = c.lookahead {
+                    out.push_str(&format!(":lookahead={}", fmt_num(d.as_secs_f64())));
+                }
+                out
+            }
         }
     }
 
@@ -483,6 +567,7 @@ impl PolicySpec {
             Self::Apa(_) => "apa",
             Self::Static(_) | Self::StaticBest => "static",
             Self::Clairvoyant => "clairvoyant",
+            Self::ClairvoyantFrom(_) => "clairvoyant-from",
         }
     }
 }
@@ -572,13 +657,27 @@ impl Simulation {
     }
 
     fn oracle_for(&self, scenario: &Scenario, settings: &OracleSettings) -> Oracle {
+        self.oracle_looking(scenario, settings, self.planning_delay())
+    }
+
+    /// The start-up time the clairvoyant planner asks ahead by.
+    fn planning_delay(&self) -> Duration {
+        self.fleet
+            .startup_spread
+            .planning_delay(self.fleet.startup_delay)
+    }
+
+    fn oracle_looking(
+        &self,
+        scenario: &Scenario,
+        settings: &OracleSettings,
+        lookahead: Duration,
+    ) -> Oracle {
         Oracle::new(
             &scenario.requests,
             &self.fleet.engine,
             settings,
-            self.fleet
-                .startup_spread
-                .planning_delay(self.fleet.startup_delay),
+            lookahead,
             self.min_replicas,
             self.max_replicas,
         )
@@ -626,6 +725,17 @@ impl Simulation {
             PolicySpec::Static(n) => return Ok(self.run_static(scenario, *n, true)),
             PolicySpec::StaticBest => return Ok(self.run_static_best(scenario)),
             PolicySpec::Clairvoyant => return Ok(self.run_clairvoyant(scenario)),
+            PolicySpec::ClairvoyantFrom(c) => {
+                // Judged as the autoscaled rows are: whether a static fleet dominates even a
+                // plan that knows the trace from its first burst on is the question it answers.
+                let (result, mut report) = self.run_clairvoyant_from(scenario, c);
+                if self.judge_statics {
+                    report.dominated_by_static = self.dominating_statics(scenario, &report);
+                } else {
+                    report.statics_not_judged = true;
+                }
+                return Ok((result, report));
+            }
             _ => self.autoscaler(scenario, policy, inherited)?,
         };
         let result = fleet::run(
@@ -752,7 +862,10 @@ impl Simulation {
                     self.max_replicas,
                 )),
             ),
-            PolicySpec::Static(_) | PolicySpec::StaticBest | PolicySpec::Clairvoyant => {
+            PolicySpec::Static(_)
+            | PolicySpec::StaticBest
+            | PolicySpec::Clairvoyant
+            | PolicySpec::ClairvoyantFrom(_) => {
                 anyhow::bail!("{} is not an autoscaler", policy.name())
             }
         })
@@ -919,6 +1032,41 @@ impl Simulation {
         let best = pick(&tried);
         tried.swap_remove(best)
     }
+
+    /// The clairvoyant plan at one utilisation for a planner that learns the trace at
+    /// `spec.from`: before then it holds the fleet every autoscaled policy opens with, as a
+    /// policy that has seen nothing of the load yet would. With `from=burst` it learns at the
+    /// start of the first minute whose work needs more than that fleet at the full plan's
+    /// utilisation (from the start, if none does), before any policy could see the burst, so
+    /// its row bounds what one that reacts to it can reach within this plan's shape.
+    fn run_clairvoyant_from(
+        &self,
+        scenario: &Scenario,
+        spec: &ClairvoyantFrom,
+    ) -> (RunResult, PolicyReport) {
+        let opening = self.oracle_for(scenario, &self.oracle).initial();
+        let settings = OracleSettings {
+            utilisation: spec.utilisation,
+            ..self.oracle.clone()
+        };
+        // The burst is where the opening fleet, sized as the full plan sizes it, stops
+        // covering the load: the same minute at every utilisation, so a plan that sizes the
+        // quiet start above that fleet does not learn of the burst from the quiet start. A
+        // load the opening fleet covers throughout hides nothing from the plan.
+        let from = spec.from.unwrap_or_else(|| {
+            let needed =
+                Oracle::needed_per_bucket(&scenario.requests, &self.fleet.engine, &self.oracle);
+            Oracle::first_need_above(&needed, opening, self.oracle.bucket).unwrap_or(Duration::ZERO)
+        });
+        let lookahead = spec.lookahead.unwrap_or_else(|| self.planning_delay());
+        let mut oracle = self
+            .oracle_looking(scenario, &settings, lookahead)
+            .learning_at(from, opening);
+        let result = fleet::run(&scenario.requests, &self.fleet, opening, &mut oracle);
+        let name = PolicySpec::ClairvoyantFrom(spec.clone()).name();
+        let report = self.summarise(&name, scenario, &result);
+        (result, report)
+    }
 }
 
 /// The plot of one scenario: offered load and queue on the left, replicas per policy on the
@@ -1021,6 +1169,15 @@ pub fn sweep_of(policy: &PolicySpec, max_replicas: u32) -> Vec<PolicySpec> {
             (1..=max_replicas).map(PolicySpec::Static).collect()
         }
         PolicySpec::PrometheusKeda | PolicySpec::Clairvoyant => vec![policy.clone()],
+        PolicySpec::ClairvoyantFrom(c) => [1.0, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]
+            .iter()
+            .map(|u| {
+                PolicySpec::ClairvoyantFrom(ClairvoyantFrom {
+                    utilisation: *u,
+                    ..c.clone()
+                })
+            })
+            .collect(),
     }
 }
 
@@ -1624,6 +1781,10 @@ mod tests {
             "static:3",
             "static:best",
             "clairvoyant",
+            "clairvoyant:from=burst",
+            "clairvoyant:from=burst:utilisation=0.6",
+            "clairvoyant:from=900:utilisation=1.2",
+            "clairvoyant:from=0:lookahead=0",
         ] {
             let spec = PolicySpec::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(spec.name(), text, "{text}");
@@ -1640,10 +1801,26 @@ mod tests {
             "ours:",
             "ours:foo",
             "random",
+            "clairvoyant:utilisation=0.6",
+            "clairvoyant:from=soon",
+            "clairvoyant:from=-1",
+            "clairvoyant:from=burst:utilisation=0",
+            "clairvoyant:from=burst:utilisation=3",
+            "clairvoyant:from=burst:ahead=2",
+            "clairvoyant:from=burst:lookahead=-60",
+            "clairvoyant:burst",
         ] {
             let e = PolicySpec::parse(bad).unwrap_err().to_string();
             assert!(e.contains(bad), "{bad}: {e}");
         }
+        assert_eq!(
+            PolicySpec::parse("oracle:from=burst").unwrap(),
+            PolicySpec::ClairvoyantFrom(ClairvoyantFrom {
+                from: None,
+                utilisation: 0.8,
+                lookahead: None
+            })
+        );
     }
 
     #[test]
