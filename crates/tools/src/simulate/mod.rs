@@ -567,6 +567,8 @@ impl PolicySpec {
             Self::Apa(_) => "apa",
             Self::Static(_) | Self::StaticBest => "static",
             Self::Clairvoyant => "clairvoyant",
+            // A plan that asks nothing ahead is a reaction: its own curve.
+            Self::ClairvoyantFrom(c) if c.lookahead.is_some() => "clairvoyant-from-lookahead",
             Self::ClairvoyantFrom(_) => "clairvoyant-from",
         }
     }
@@ -1820,6 +1822,19 @@ mod tests {
                 utilisation: 0.8,
                 lookahead: None
             })
+        );
+        // The sweeps draw a curve per family: a plan and a reaction are two curves.
+        assert_eq!(
+            PolicySpec::parse("clairvoyant:from=burst")
+                .unwrap()
+                .family(),
+            "clairvoyant-from"
+        );
+        assert_eq!(
+            PolicySpec::parse("clairvoyant:from=burst:lookahead=0")
+                .unwrap()
+                .family(),
+            "clairvoyant-from-lookahead"
         );
     }
 
