@@ -556,6 +556,13 @@ impl PolicySpec {
         }
     }
 
+    /// Whether a run of this policy is judged against the static fleets: every autoscaled
+    /// policy and the `clairvoyant:from` bound; not the static fleets and the clairvoyant plan,
+    /// which are references.
+    pub fn judged(&self) -> bool {
+        !matches!(self, Self::Static(_) | Self::StaticBest | Self::Clairvoyant)
+    }
+
     /// The policy family, for grouping sweep points into one Pareto curve.
     pub fn family(&self) -> &'static str {
         match self {
@@ -1280,6 +1287,21 @@ pub struct ParetoPoint {
     pub slo_attainment: f64,
     /// Mean GPU-hours.
     pub gpu_hours: f64,
+    /// On how many of how many seeds a static fleet dominates the point, for a row judged
+    /// against them (an autoscaled policy or a bound); `None` for the references and for a run
+    /// that judged none (`--no-static-judging`).
+    pub dominated_seeds: Option<(usize, usize)>,
+}
+
+/// One sweep point's runs over the seeds, before they are averaged into a [`ParetoPoint`].
+#[derive(Debug, Default)]
+struct SweepRuns {
+    policy: String,
+    family: String,
+    slo_attainment: Vec<f64>,
+    gpu_hours: Vec<f64>,
+    /// Per seed, whether a static fleet dominates the run; `None` where it is not judged.
+    dominated: Vec<Option<bool>>,
 }
 
 /// The SLO-attainment versus GPU-hours plot of one scenario: one curve per policy family
@@ -1475,8 +1497,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
         let mut per_seed: Vec<Vec<PolicyReport>> = Vec::new();
         let mut chart_runs: Vec<(String, RunResult)> = Vec::new();
         let mut scenario_name = spec.clone();
-        // (policy name) -> (family, attainments, GPU-hours)
-        let mut sweep: Vec<(String, String, Vec<f64>, Vec<f64>)> = Vec::new();
+        let mut sweep: Vec<SweepRuns> = Vec::new();
         let mut lower_bounds = Vec::new();
         let load = |seed: u64| -> anyhow::Result<Scenario> {
             let mut scenario =
@@ -1606,18 +1627,22 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                             obj.remove("events");
                         }
                         sweep_rows.push(row);
-                        match sweep.iter_mut().find(|s| s.0 == name) {
-                            Some(entry) => {
-                                entry.2.push(report.slo_attainment);
-                                entry.3.push(report.gpu_hours);
+                        let dominated = (point.judged() && !report.statics_not_judged)
+                            .then_some(!report.dominated_by_static.is_empty());
+                        let entry = match sweep.iter().position(|s| s.policy == name) {
+                            Some(i) => &mut sweep[i],
+                            None => {
+                                sweep.push(SweepRuns {
+                                    policy: name,
+                                    family: point.family().to_string(),
+                                    ..SweepRuns::default()
+                                });
+                                sweep.last_mut().expect("just pushed")
                             }
-                            None => sweep.push((
-                                name,
-                                point.family().to_string(),
-                                vec![report.slo_attainment],
-                                vec![report.gpu_hours],
-                            )),
-                        }
+                        };
+                        entry.slo_attainment.push(report.slo_attainment);
+                        entry.gpu_hours.push(report.gpu_hours);
+                        entry.dominated.push(dominated);
                     }
                 }
             }
@@ -1669,11 +1694,17 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             if args.sweep {
                 let points: Vec<ParetoPoint> = sweep
                     .iter()
-                    .map(|(name, family, att, gpu)| ParetoPoint {
-                        family: family.clone(),
-                        policy: name.clone(),
-                        slo_attainment: mean_sd(att).0,
-                        gpu_hours: mean_sd(gpu).0,
+                    .map(|runs| ParetoPoint {
+                        family: runs.family.clone(),
+                        policy: runs.policy.clone(),
+                        slo_attainment: mean_sd(&runs.slo_attainment).0,
+                        gpu_hours: mean_sd(&runs.gpu_hours).0,
+                        dominated_seeds: runs
+                            .dominated
+                            .iter()
+                            .copied()
+                            .collect::<Option<Vec<bool>>>()
+                            .map(|d| (d.iter().filter(|&&x| x).count(), d.len())),
                     })
                     .collect();
                 let file = dir.join(format!("{}-pareto.svg", file_stem(&scenario_name)));
@@ -1715,11 +1746,15 @@ pub fn pareto_table(scenario: &str, points: &[ParetoPoint]) -> String {
             .then(a.gpu_hours.total_cmp(&b.gpu_hours))
     });
     let mut out = format!(
-        "#### {scenario}: knob sweeps (mean over seeds)\n\n| family | policy | SLO attainment % | GPU-hours |\n|---|---|---|---|\n"
+        "#### {scenario}: knob sweeps (mean over seeds)\n\n| family | policy | SLO attainment % | GPU-hours | seeds a static fleet dominates |\n|---|---|---|---|---|\n"
     );
     for p in sorted {
+        let dominated = match p.dominated_seeds {
+            Some((n, of)) => format!("{n} of {of}"),
+            None => "-".into(),
+        };
         out.push_str(&format!(
-            "| {} | {} | {:.2} | {:.2} |\n",
+            "| {} | {} | {:.2} | {:.2} | {dominated} |\n",
             p.family,
             p.policy,
             p.slo_attainment * 100.0,
@@ -1836,6 +1871,53 @@ mod tests {
                 .family(),
             "clairvoyant-from-lookahead"
         );
+    }
+
+    #[test]
+    fn the_sweep_table_says_on_how_many_seeds_a_static_fleet_dominates_a_judged_point() {
+        let point = |family: &str, policy: &str, gpu_hours, dominated_seeds| ParetoPoint {
+            family: family.into(),
+            policy: policy.into(),
+            slo_attainment: 0.9,
+            gpu_hours,
+            dominated_seeds,
+        };
+        let table = pareto_table(
+            "s",
+            &[
+                point("ours", "ours:itlSloSeconds=0.1", 9.5, Some((3, 10))),
+                point("static", "static:3", 9.0, None),
+                point(
+                    "clairvoyant-from",
+                    "clairvoyant:from=burst",
+                    6.0,
+                    Some((0, 10)),
+                ),
+            ],
+        );
+        assert!(
+            table.contains("| seeds a static fleet dominates |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| ours | ours:itlSloSeconds=0.1 | 90.00 | 9.50 | 3 of 10 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| static | static:3 | 90.00 | 9.00 | - |"),
+            "{table}"
+        );
+        assert!(table.contains("| clairvoyant:from=burst | 90.00 | 6.00 | 0 of 10 |"));
+        for (text, judged) in [
+            ("ours", true),
+            ("kpa", true),
+            ("clairvoyant:from=burst", true),
+            ("static:3", false),
+            ("static:best", false),
+            ("clairvoyant", false),
+        ] {
+            assert_eq!(PolicySpec::parse(text).unwrap().judged(), judged, "{text}");
+        }
     }
 
     #[test]
