@@ -167,13 +167,13 @@ fn gather_endpoints(args: &CheckOptions) -> anyhow::Result<Gathered> {
     }
     if !(args.interval.is_finite() && args.interval > 0.0 && args.interval <= 3600.0) {
         bail!(
-            "--interval: expected seconds between 0 and 3600, got {}",
+            "--interval: expected seconds between 0 and 3600, got {:?}",
             args.interval
         );
     }
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+    if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 3600.0) {
         bail!(
-            "--timeout: expected a positive number of seconds, got {}",
+            "--timeout: expected seconds between 0 and 3600, got {:?}",
             args.timeout
         );
     }
@@ -218,4 +218,47 @@ fn gather_endpoints(args: &CheckOptions) -> anyhow::Result<Gathered> {
             elapsed: second - start,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The interval and the timeout are refused before anything is scraped, each naming its
+    /// flag and range; a number too large for a duration is one of them, not a panic.
+    #[test]
+    fn the_interval_and_timeout_beyond_an_hour_are_refused_naming_the_flag() {
+        for (interval, timeout, expected) in [
+            (
+                1e300,
+                5.0,
+                "--interval: expected seconds between 0 and 3600, got 1e300",
+            ),
+            (
+                10.0,
+                1e300,
+                "--timeout: expected seconds between 0 and 3600, got 1e300",
+            ),
+            (
+                10.0,
+                0.0,
+                "--timeout: expected seconds between 0 and 3600, got 0.0",
+            ),
+            (
+                10.0,
+                f64::NAN,
+                "--timeout: expected seconds between 0 and 3600, got NaN",
+            ),
+        ] {
+            let e = run(CheckOptions {
+                endpoints: vec!["127.0.0.1:9".into()],
+                interval,
+                timeout,
+                ..CheckOptions::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(expected), "{interval} {timeout}: {e}");
+        }
+    }
 }

@@ -240,8 +240,9 @@ pub enum PolicySpec {
     /// The future-knowing reference planner (`oracle` is an alias).
     Clairvoyant,
     /// The clairvoyant plan for a planner that learns the trace only once it is under way
-    /// (`clairvoyant:from=burst|S[:utilisation=U]`): a bound on what a policy that must see
-    /// a burst to know of it can reach, not a policy one can run.
+    /// (`clairvoyant:from=burst|S[:utilisation=U][:lookahead=S]`): a reference for what knowing
+    /// the trace after its first burst is worth in GPU-hours, not a policy one can run, and no
+    /// bound on attainment (a policy that asks more at the burst serves more of it).
     ClairvoyantFrom(ClairvoyantFrom),
 }
 
@@ -302,6 +303,35 @@ fn non_negative_number(text: &str, what: &str, v: &str) -> anyhow::Result<f64> {
         })
 }
 
+/// The most seconds a flag or a policy knob takes: a year, far beyond any scenario, and well
+/// within what a [`Duration`] holds (a larger number would overflow it).
+const MOST_SECONDS: f64 = 365.0 * 86_400.0;
+
+/// A policy knob in seconds: a number from 0 (or above 0, unless `zero` is allowed) to a year.
+fn knob_seconds(text: &str, what: &str, v: &str, zero: bool) -> anyhow::Result<Duration> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|t| t.is_finite() && (*t > 0.0 || (zero && *t == 0.0)) && *t <= MOST_SECONDS)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            let low = if zero { "from 0" } else { "above 0" };
+            anyhow::anyhow!(
+                "--policies {text:?}: {what} must be a number of seconds {low} to {MOST_SECONDS} (a year), got {v:?}"
+            )
+        })
+}
+
+/// A command-line flag in seconds: above 0 and at most a year.
+fn flag_seconds(flag: &str, v: f64) -> anyhow::Result<Duration> {
+    if v.is_finite() && v > 0.0 && v <= MOST_SECONDS {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(anyhow::anyhow!(
+            "--{flag} {v:?}: expected seconds above 0 and at most {MOST_SECONDS} (a year)"
+        ))
+    }
+}
+
 fn fmt_num(v: f64) -> String {
     format!("{v}")
 }
@@ -356,14 +386,12 @@ impl PolicySpec {
                 for (k, v) in pairs {
                     match k {
                         "stable" => {
-                            let s = positive_number(text, "stable (seconds)", v)?;
-                            settings.stable_window = Duration::from_secs_f64(s);
-                            settings.panic_window = Duration::from_secs_f64(s * 0.1);
+                            let s = knob_seconds(text, "stable", v, false)?;
+                            settings.stable_window = s;
+                            settings.panic_window = s.mul_f64(0.1);
                         }
                         "delay" => {
-                            settings.scale_down_delay = Duration::from_secs_f64(
-                                non_negative_number(text, "delay (seconds)", v)?,
-                            );
+                            settings.scale_down_delay = knob_seconds(text, "delay", v, true)?;
                         }
                         other => anyhow::bail!(
                             "--policies {text:?}: unknown kpa knob {other:?}; expected stable or delay"
@@ -436,27 +464,17 @@ impl PolicySpec {
                     match k {
                         "from" if v == "burst" => from = Some(None),
                         "from" => {
-                            from = Some(Some(Duration::from_secs_f64(non_negative_number(
-                                text,
-                                "from (seconds, or burst)",
-                                v,
-                            )?)))
+                            from = Some(Some(knob_seconds(text, "from (or burst)", v, true)?))
                         }
                         "utilisation" => {
                             utilisation = positive_number(text, "utilisation", v)?;
                             if utilisation > 2.0 {
                                 anyhow::bail!(
-                                    "--policies {text:?}: utilisation {v} is above 2; a plan's share of a replica's saturation throughput is at most 1, and up to 2 for a frontier's cheap end"
+                                    "--policies {text:?}: utilisation must be above 0 and at most 2, got {v:?}"
                                 );
                             }
                         }
-                        "lookahead" => {
-                            lookahead = Some(Duration::from_secs_f64(non_negative_number(
-                                text,
-                                "lookahead (seconds)",
-                                v,
-                            )?))
-                        }
+                        "lookahead" => lookahead = Some(knob_seconds(text, "lookahead", v, true)?),
                         other => anyhow::bail!(
                             "--policies {text:?}: unknown clairvoyant knob {other:?}; expected from, utilisation or lookahead"
                         ),
@@ -1403,7 +1421,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
     let startup_draws = parse_startup_draws(&args.startup_draws)?;
     let client_timeout = args
         .client_timeout_seconds
-        .map(|t| positive("client-timeout-seconds", t).map(Duration::from_secs_f64))
+        .map(|t| flag_seconds("client-timeout-seconds", t))
         .transpose()?;
     let base = Simulation {
         fleet: FleetSettings {
@@ -1417,10 +1435,10 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
         ours: Simulation::ours_config(&metadata, args.min_replicas, args.max_replicas)?,
         ours_metadata: metadata,
         prometheus_keda: PrometheusKedaSettings {
-            scrape_interval: Duration::from_secs_f64(positive(
+            scrape_interval: flag_seconds(
                 "prometheus-scrape-seconds",
                 args.prometheus_scrape_seconds,
-            )?),
+            )?,
             ..PrometheusKedaSettings::default()
         },
         oracle: OracleSettings::default(),
@@ -1436,7 +1454,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
         static_runs: StaticRuns::default(),
         restart: match args.restart_at_seconds {
             Some(at) => Some(Restart {
-                at: Duration::from_secs_f64(positive("restart-at-seconds", at)?),
+                at: flag_seconds("restart-at-seconds", at)?,
                 keeps_learning: !args.restart_forgets,
             }),
             None if args.restart_forgets => anyhow::bail!(
@@ -1459,9 +1477,10 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             "--warm-gap-seconds says how long before the run the day before ended, but there is no --warm: add --warm or drop --warm-gap-seconds"
         );
     }
-    if !(args.warm_gap_seconds.is_finite() && args.warm_gap_seconds >= 0.0) {
+    if !(args.warm_gap_seconds.is_finite() && (0.0..=MOST_SECONDS).contains(&args.warm_gap_seconds))
+    {
         anyhow::bail!(
-            "--warm-gap-seconds {} is not a time: give the seconds between the day before's end and the run's start, 0 or more",
+            "--warm-gap-seconds {} is not a time: give the seconds between the day before's end and the run's start, 0 to {MOST_SECONDS} (a year)",
             args.warm_gap_seconds
         );
     }
@@ -1476,9 +1495,9 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                 "--warm-day-seconds and --warm-gap-seconds both place the day before: give one of them"
             );
         }
-        if !(day.is_finite() && day > 0.0) {
+        if !(day.is_finite() && day > 0.0 && day <= MOST_SECONDS) {
             anyhow::bail!(
-                "--warm-day-seconds {day} is not a time: give the seconds from the day before's start to the run's start, 86400 for a calendar day"
+                "--warm-day-seconds {day} is not a time: give the seconds from the day before's start to the run's start, 86400 for a calendar day, at most {MOST_SECONDS} (a year)"
             );
         }
     }
@@ -1503,7 +1522,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             let mut scenario =
                 scenario::load(spec, args.rate_multiplier, args.time_compression, seed)?;
             if let Some(limit) = args.duration_seconds {
-                let limit = Duration::from_secs_f64(positive("duration-seconds", limit)?);
+                let limit = flag_seconds("duration-seconds", limit)?;
                 scenario.requests.retain(|r| r.arrival <= limit);
                 if scenario.requests.is_empty() {
                     anyhow::bail!(
@@ -1845,6 +1864,11 @@ mod tests {
             "clairvoyant:from=burst:utilisation=3",
             "clairvoyant:from=burst:ahead=2",
             "clairvoyant:from=burst:lookahead=-60",
+            "clairvoyant:from=1e300",
+            "clairvoyant:from=burst:lookahead=1e300",
+            "kpa:64:delay=1e300",
+            "kpa:64:stable=1e300",
+            "kpa:64:stable=0",
             "clairvoyant:burst",
         ] {
             let e = PolicySpec::parse(bad).unwrap_err().to_string();
@@ -1973,9 +1997,10 @@ mod tests {
             (
                 Some(-5.0),
                 false,
-                "--restart-at-seconds -5: expected a positive number",
+                "--restart-at-seconds -5.0: expected seconds above 0",
             ),
             (Some(f64::NAN), true, "--restart-at-seconds NaN"),
+            (Some(1e300), false, "at most 31536000 (a year)"),
         ] {
             let e = run(SimulateOptions {
                 restart_at_seconds: at,
@@ -1989,11 +2014,45 @@ mod tests {
     }
 
     #[test]
+    fn seconds_flags_beyond_a_year_are_refused_naming_the_flag_not_a_panic() {
+        for (options, flag) in [
+            (
+                SimulateOptions {
+                    client_timeout_seconds: Some(1e300),
+                    ..SimulateOptions::default()
+                },
+                "--client-timeout-seconds 1",
+            ),
+            (
+                SimulateOptions {
+                    prometheus_scrape_seconds: 1e300,
+                    ..SimulateOptions::default()
+                },
+                "--prometheus-scrape-seconds 1",
+            ),
+            (
+                SimulateOptions {
+                    duration_seconds: Some(1e300),
+                    ..SimulateOptions::default()
+                },
+                "--duration-seconds 1",
+            ),
+        ] {
+            let e = run(options).unwrap_err().to_string();
+            assert!(
+                e.contains(flag) && e.contains("at most 31536000 (a year)"),
+                "{flag}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn a_warm_gap_needs_a_warm_start_and_a_time() {
         for (warm, gap, expected) in [
             (false, 3600.0, "there is no --warm"),
             (true, -1.0, "--warm-gap-seconds -1 is not a time"),
             (true, f64::INFINITY, "--warm-gap-seconds inf is not a time"),
+            (true, 1e300, "0 to 31536000 (a year)"),
         ] {
             let e = run(SimulateOptions {
                 warm,
@@ -2013,6 +2072,7 @@ mod tests {
             (true, 3600.0, 86_400.0, "give one of them"),
             (true, 0.0, 0.0, "--warm-day-seconds 0 is not a time"),
             (true, 0.0, f64::NAN, "--warm-day-seconds NaN is not a time"),
+            (true, 0.0, 1e300, "at most 31536000 (a year)"),
         ] {
             let e = run(SimulateOptions {
                 warm,

@@ -615,6 +615,35 @@ pub fn step_scenario() -> Scenario {
 /// The most a replicated request is moved in time by [`load`]'s jitter.
 pub const REPLICA_JITTER: Duration = Duration::from_secs(1);
 
+/// The most `--rate-multiplier` replicates a scenario by: beyond it the requests would not fit in
+/// memory, and arrivals overflow the generator's clock.
+pub const MOST_RATE_MULTIPLIER: f64 = 100.0;
+
+/// The most `--time-compression` shortens a scenario by, and (as its inverse) lengthens it by.
+pub const MOST_TIME_COMPRESSION: f64 = 100.0;
+
+/// Refuses a rate multiplier or time compression outside what [`load`] can apply, naming the
+/// flag and its range.
+fn check_scaling(rate_multiplier: f64, time_compression: f64) -> anyhow::Result<()> {
+    if !(rate_multiplier.is_finite()
+        && rate_multiplier > 0.0
+        && rate_multiplier <= MOST_RATE_MULTIPLIER)
+    {
+        anyhow::bail!(
+            "--rate-multiplier {rate_multiplier:?}: expected a number above 0 and at most {MOST_RATE_MULTIPLIER}"
+        );
+    }
+    let least = 1.0 / MOST_TIME_COMPRESSION;
+    if !(time_compression.is_finite()
+        && (least..=MOST_TIME_COMPRESSION).contains(&time_compression))
+    {
+        anyhow::bail!(
+            "--time-compression {time_compression:?}: expected a number from {least} to {MOST_TIME_COMPRESSION}"
+        );
+    }
+    Ok(())
+}
+
 /// Loads a scenario by built-in name or file path, then applies the rate multiplier and time
 /// compression (1.0 leaves it as it is). A rate multiplier replicates requests, and copies of
 /// one request would arrive at the same instant: each request's arrival is moved later by a
@@ -626,14 +655,8 @@ pub fn load(
     time_compression: f64,
     seed: u64,
 ) -> anyhow::Result<Scenario> {
+    check_scaling(rate_multiplier, time_compression)?;
     if let Some(g) = GENERATED.iter().find(|g| g.name == spec) {
-        let positive = |v: f64| v.is_finite() && v > 0.0;
-        if !positive(rate_multiplier) || !positive(time_compression) {
-            anyhow::bail!(
-                "--rate-multiplier {rate_multiplier} / --time-compression {time_compression}: \
-                 expected positive finite numbers"
-            );
-        }
         let mut requests = generate(g, rate_multiplier, seed)?;
         if time_compression != 1.0 {
             for r in &mut requests {
@@ -656,13 +679,6 @@ pub fn load(
     }
     if let Some(inner) = spec.strip_prefix("poisson:") {
         let base = load(inner, 1.0, 1.0, seed)?;
-        let positive = |v: f64| v.is_finite() && v > 0.0;
-        if !positive(rate_multiplier) || !positive(time_compression) {
-            anyhow::bail!(
-                "--rate-multiplier {rate_multiplier} / --time-compression {time_compression}: \
-                 expected positive finite numbers"
-            );
-        }
         let mut requests = resample(&base.requests, rate_multiplier, seed);
         for r in &mut requests {
             r.arrival = r.arrival.div_f64(time_compression);
@@ -749,6 +765,32 @@ pub fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_multiplier_or_time_compression_out_of_range_is_refused_naming_the_flag() {
+        for (rate, compression, expected) in [
+            (
+                1e300,
+                1.0,
+                "--rate-multiplier 1e300: expected a number above 0 and at most 100",
+            ),
+            (0.0, 1.0, "--rate-multiplier 0.0"),
+            (f64::NAN, 1.0, "--rate-multiplier NaN"),
+            (
+                1.0,
+                1e-300,
+                "--time-compression 1e-300: expected a number from 0.01 to 100",
+            ),
+            (1.0, 1e300, "--time-compression 1e300"),
+            (1.0, -2.0, "--time-compression -2.0"),
+        ] {
+            for spec in ["batch-bursts-conv", "poisson:azure-code", "step"] {
+                let e = load(spec, rate, compression, 1).unwrap_err().to_string();
+                assert!(e.contains(expected), "{spec} {rate} {compression}: {e}");
+            }
+        }
+        assert!(load("step", MOST_RATE_MULTIPLIER, 1.0 / MOST_TIME_COMPRESSION, 1).is_ok());
+    }
 
     /// A curve's rate in the middle of each minute of `hours`.
     fn per_minute(c: &RateCurve, hours: f64) -> Vec<f64> {
