@@ -909,13 +909,14 @@ pub struct Oracle {
 impl Oracle {
     /// Plans replicas so each bucket's work fits in `utilisation` of the replicas' saturation
     /// throughput (from the engine model), kept while the previous bucket's requests may still
-    /// run, and ordered `startup_delay` ahead: at each bucket it asks for the most any bucket
-    /// starting within the next `startup_delay` needs. Clamped to [min, max].
+    /// run, and ordered `ahead_by` ahead (the start-up time it plans with, or a lookahead): at
+    /// each bucket it asks for the most any bucket starting within the next `ahead_by` needs.
+    /// Clamped to [min, max].
     pub fn new(
         requests: &[TraceRequest],
         engine: &vllm_emulator::EngineConfig,
         settings: &OracleSettings,
-        startup_delay: Duration,
+        ahead_by: Duration,
         min_replicas: u32,
         max_replicas: u32,
     ) -> Self {
@@ -923,7 +924,7 @@ impl Oracle {
         let hold: Vec<u32> = (0..needed.len())
             .map(|b| needed[b].max(if b > 0 { needed[b - 1] } else { 0 }))
             .collect();
-        let ahead = startup_delay.as_secs_f64() / settings.bucket.as_secs_f64();
+        let ahead = ahead_by.as_secs_f64() / settings.bucket.as_secs_f64();
         let ahead = ahead.ceil() as usize;
         let mut plan: Vec<(Duration, u32)> = Vec::new();
         for b in 0..hold.len() {
