@@ -264,25 +264,32 @@ impl EngineConfig {
                 ),
             });
         }
-        let positive = |v: f64| v.is_finite() && v > 0.0;
-        let non_negative = |v: f64| v.is_finite() && v >= 0.0;
-        if !positive(self.step_base_seconds) {
-            return Err(err("step-base-seconds", "must be a positive number"));
+        // Upper bounds far beyond any GPU keep a step's time within what a duration holds.
+        let positive = |v: f64, most: f64| v.is_finite() && v > 0.0 && v <= most;
+        let non_negative = |v: f64, most: f64| v.is_finite() && (0.0..=most).contains(&v);
+        if !positive(self.step_base_seconds, 60.0) {
+            return Err(err(
+                "step-base-seconds",
+                "must be a positive number of seconds, at most 60",
+            ));
         }
-        if !non_negative(self.per_token_seconds) {
+        if !non_negative(self.per_token_seconds, 1.0) {
             return Err(err(
                 "per-token-seconds",
-                "must be zero or a positive number",
+                "must be zero or a positive number of seconds, at most 1",
             ));
         }
-        if !non_negative(self.per_context_token_seconds) {
+        if !non_negative(self.per_context_token_seconds, 1.0) {
             return Err(err(
                 "per-context-token-seconds",
-                "must be zero or a positive number",
+                "must be zero or a positive number of seconds, at most 1",
             ));
         }
-        if !positive(self.slowdown) {
-            return Err(err("slowdown", "must be a positive number (1.0 = normal)"));
+        if !positive(self.slowdown, 1000.0) {
+            return Err(err(
+                "slowdown",
+                "must be a positive number (1.0 = normal), at most 1000",
+            ));
         }
         Ok(())
     }
@@ -401,6 +408,41 @@ mod tests {
             ..EngineConfig::default()
         };
         assert_eq!(c.validate().unwrap_err().field, "slowdown");
+        // A cost too large for a step's duration is refused, not left to panic mid-request.
+        for (c, field) in [
+            (
+                EngineConfig {
+                    per_token_seconds: 1e300,
+                    ..EngineConfig::default()
+                },
+                "per-token-seconds",
+            ),
+            (
+                EngineConfig {
+                    per_context_token_seconds: 2.0,
+                    ..EngineConfig::default()
+                },
+                "per-context-token-seconds",
+            ),
+            (
+                EngineConfig {
+                    step_base_seconds: 1e300,
+                    ..EngineConfig::default()
+                },
+                "step-base-seconds",
+            ),
+            (
+                EngineConfig {
+                    slowdown: 1e300,
+                    ..EngineConfig::default()
+                },
+                "slowdown",
+            ),
+        ] {
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.field, field);
+            assert!(e.to_string().contains("at most"), "{e}");
+        }
     }
 
     #[test]
