@@ -409,36 +409,19 @@ mod tests {
         };
         assert_eq!(c.validate().unwrap_err().field, "slowdown");
         // A cost too large for a step's duration is refused, not left to panic mid-request.
-        for (c, field) in [
+        type Set = fn(&mut EngineConfig);
+        let costs: [(Set, &str); 4] = [
+            (|c| c.per_token_seconds = 1e300, "per-token-seconds"),
             (
-                EngineConfig {
-                    per_token_seconds: 1e300,
-                    ..EngineConfig::default()
-                },
-                "per-token-seconds",
-            ),
-            (
-                EngineConfig {
-                    per_context_token_seconds: 2.0,
-                    ..EngineConfig::default()
-                },
+                |c| c.per_context_token_seconds = 2.0,
                 "per-context-token-seconds",
             ),
-            (
-                EngineConfig {
-                    step_base_seconds: 1e300,
-                    ..EngineConfig::default()
-                },
-                "step-base-seconds",
-            ),
-            (
-                EngineConfig {
-                    slowdown: 1e300,
-                    ..EngineConfig::default()
-                },
-                "slowdown",
-            ),
-        ] {
+            (|c| c.step_base_seconds = 1e300, "step-base-seconds"),
+            (|c| c.slowdown = 1e300, "slowdown"),
+        ];
+        for (set, field) in costs {
+            let mut c = EngineConfig::default();
+            set(&mut c);
             let e = c.validate().unwrap_err();
             assert_eq!(e.field, field);
             assert!(e.to_string().contains("at most"), "{e}");
