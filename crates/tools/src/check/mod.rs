@@ -130,8 +130,10 @@ fn gather_files(args: &CheckOptions) -> anyhow::Result<Gathered> {
     let Some(elapsed) = args.elapsed else {
         bail!("--files needs --elapsed SECONDS: the time between the two saved bodies");
     };
-    if !(elapsed.is_finite() && elapsed > 0.0) {
-        bail!("--elapsed: expected a positive number of seconds, got {elapsed}");
+    if !(elapsed.is_finite() && elapsed > 0.0 && elapsed <= 365.0 * 86_400.0) {
+        bail!(
+            "--elapsed: expected a positive number of seconds, at most 31536000 (a year), got {elapsed:?}"
+        );
     }
     if !args.endpoints.is_empty() || !args.dcgm_endpoints.is_empty() {
         bail!("--files reads saved bodies: drop --endpoints/--dcgm-endpoints (use --dcgm-files)");
@@ -224,10 +226,11 @@ fn gather_endpoints(args: &CheckOptions) -> anyhow::Result<Gathered> {
 mod tests {
     use super::*;
 
-    /// The interval and the timeout are refused before anything is scraped, each naming its
-    /// flag and range; a number too large for a duration is one of them, not a panic.
+    /// The interval, the timeout and the saved bodies' elapsed time are refused before anything
+    /// is scraped or read, each naming its flag and range; a number too large for a duration is
+    /// one of them, not a panic.
     #[test]
-    fn the_interval_and_timeout_beyond_an_hour_are_refused_naming_the_flag() {
+    fn the_interval_timeout_and_elapsed_time_out_of_range_are_refused_naming_the_flag() {
         for (interval, timeout, expected) in [
             (
                 1e300,
@@ -260,5 +263,13 @@ mod tests {
             .to_string();
             assert!(e.contains(expected), "{interval} {timeout}: {e}");
         }
+        let e = run(CheckOptions {
+            files: vec!["earlier.prom".into(), "later.prom".into()],
+            elapsed: Some(1e300),
+            ..CheckOptions::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--elapsed: expected a positive number of seconds, at most 31536000 (a year), got 1e300"), "{e}");
     }
 }

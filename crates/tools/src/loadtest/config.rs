@@ -135,7 +135,7 @@ fn seconds(name: &str, v: f64, allow_zero: bool) -> anyhow::Result<Duration> {
     let ok = v.is_finite() && (v > 0.0 || (allow_zero && v == 0.0)) && v < 1e7;
     anyhow::ensure!(
         ok,
-        "--{name} {v}: expected a {} number of seconds",
+        "--{name} {v:?}: expected a {} number of seconds below 10000000",
         if allow_zero {
             "non-negative"
         } else {
@@ -347,6 +347,27 @@ mod tests {
             );
         }
         assert!(base_url("url", "localhost:8000").is_err());
+    }
+
+    #[test]
+    fn a_seconds_flag_names_its_range_when_refused() {
+        for (v, zero, expected) in [
+            (
+                1e300,
+                false,
+                "--f 1e300: expected a positive number of seconds below 10000000",
+            ),
+            (
+                -1.0,
+                true,
+                "--f -1.0: expected a non-negative number of seconds below 10000000",
+            ),
+            (0.0, false, "--f 0.0: expected a positive number"),
+        ] {
+            let e = seconds("f", v, zero).unwrap_err().to_string();
+            assert!(e.contains(expected), "{v} {zero}: {e}");
+        }
+        assert_eq!(seconds("f", 0.0, true).unwrap(), Duration::ZERO);
     }
 
     #[test]
