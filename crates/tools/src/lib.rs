@@ -16,5 +16,6 @@ pub mod demo;
 pub mod keda;
 pub mod loadtest;
 pub mod plot;
+pub mod seconds;
 pub mod simulate;
 pub use vllm_keda_trace as trace;

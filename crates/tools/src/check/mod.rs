@@ -16,6 +16,8 @@ use anyhow::{Context as _, bail};
 
 use vllm_keda_service::scrape::{ScrapeSettings, Scraper};
 
+use crate::seconds;
+
 /// What `check` reads and how it reports. [`Default`] is the command line's defaults (no
 /// targets: set `endpoints` or `files`).
 #[derive(Debug, Clone, PartialEq)]
@@ -130,9 +132,10 @@ fn gather_files(args: &CheckOptions) -> anyhow::Result<Gathered> {
     let Some(elapsed) = args.elapsed else {
         bail!("--files needs --elapsed SECONDS: the time between the two saved bodies");
     };
-    if !(elapsed.is_finite() && elapsed > 0.0 && elapsed <= 365.0 * 86_400.0) {
+    if !seconds::fits(elapsed, false) {
         bail!(
-            "--elapsed: expected a positive number of seconds, at most 31536000 (a year), got {elapsed:?}"
+            "--elapsed: expected a number of seconds {}, got {elapsed:?}",
+            seconds::range(false)
         );
     }
     if !args.endpoints.is_empty() || !args.dcgm_endpoints.is_empty() {
@@ -270,6 +273,11 @@ mod tests {
         })
         .unwrap_err()
         .to_string();
-        assert!(e.contains("--elapsed: expected a positive number of seconds, at most 31536000 (a year), got 1e300"), "{e}");
+        assert!(
+            e.contains(
+                "--elapsed: expected a number of seconds above 0 to 31536000 (a year), got 1e300"
+            ),
+            "{e}"
+        );
     }
 }

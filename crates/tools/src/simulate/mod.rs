@@ -23,6 +23,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::plot::{Axis, Chart, Series};
+use crate::seconds;
 use vllm_emulator::EngineConfig;
 use vllm_keda_core::config::ScalerConfig;
 use vllm_keda_core::policy::proactive::Persisted;
@@ -303,33 +304,18 @@ fn non_negative_number(text: &str, what: &str, v: &str) -> anyhow::Result<f64> {
         })
 }
 
-/// The most seconds a flag or a policy knob takes: a year, far beyond any scenario, and well
-/// within what a [`Duration`] holds (a larger number would overflow it).
-const MOST_SECONDS: f64 = 365.0 * 86_400.0;
-
-/// A policy knob in seconds: a number from 0 (or above 0, unless `zero` is allowed) to a year.
+/// A policy knob in seconds (see [`crate::seconds`]), or an error naming the policy and knob.
 fn knob_seconds(text: &str, what: &str, v: &str, zero: bool) -> anyhow::Result<Duration> {
     v.parse::<f64>()
         .ok()
-        .filter(|t| t.is_finite() && (*t > 0.0 || (zero && *t == 0.0)) && *t <= MOST_SECONDS)
+        .filter(|t| seconds::fits(*t, zero))
         .map(Duration::from_secs_f64)
         .ok_or_else(|| {
-            let low = if zero { "from 0" } else { "above 0" };
             anyhow::anyhow!(
-                "--policies {text:?}: {what} must be a number of seconds {low} to {MOST_SECONDS} (a year), got {v:?}"
+                "--policies {text:?}: {what} must be a number of seconds {}, got {v:?}",
+                seconds::range(zero)
             )
         })
-}
-
-/// A command-line flag in seconds: above 0 and at most a year.
-fn flag_seconds(flag: &str, v: f64) -> anyhow::Result<Duration> {
-    if v.is_finite() && v > 0.0 && v <= MOST_SECONDS {
-        Ok(Duration::from_secs_f64(v))
-    } else {
-        Err(anyhow::anyhow!(
-            "--{flag} {v:?}: expected seconds above 0 and at most {MOST_SECONDS} (a year)"
-        ))
-    }
 }
 
 fn fmt_num(v: f64) -> String {
@@ -1421,7 +1407,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
     let startup_draws = parse_startup_draws(&args.startup_draws)?;
     let client_timeout = args
         .client_timeout_seconds
-        .map(|t| flag_seconds("client-timeout-seconds", t))
+        .map(|t| seconds::flag("client-timeout-seconds", t, false))
         .transpose()?;
     let base = Simulation {
         fleet: FleetSettings {
@@ -1435,9 +1421,10 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
         ours: Simulation::ours_config(&metadata, args.min_replicas, args.max_replicas)?,
         ours_metadata: metadata,
         prometheus_keda: PrometheusKedaSettings {
-            scrape_interval: flag_seconds(
+            scrape_interval: seconds::flag(
                 "prometheus-scrape-seconds",
                 args.prometheus_scrape_seconds,
+                false,
             )?,
             ..PrometheusKedaSettings::default()
         },
@@ -1454,7 +1441,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
         static_runs: StaticRuns::default(),
         restart: match args.restart_at_seconds {
             Some(at) => Some(Restart {
-                at: flag_seconds("restart-at-seconds", at)?,
+                at: seconds::flag("restart-at-seconds", at, false)?,
                 keeps_learning: !args.restart_forgets,
             }),
             None if args.restart_forgets => anyhow::bail!(
@@ -1477,11 +1464,11 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             "--warm-gap-seconds says how long before the run the day before ended, but there is no --warm: add --warm or drop --warm-gap-seconds"
         );
     }
-    if !(args.warm_gap_seconds.is_finite() && (0.0..=MOST_SECONDS).contains(&args.warm_gap_seconds))
-    {
+    if !seconds::fits(args.warm_gap_seconds, true) {
         anyhow::bail!(
-            "--warm-gap-seconds {} is not a time: give the seconds between the day before's end and the run's start, 0 to {MOST_SECONDS} (a year)",
-            args.warm_gap_seconds
+            "--warm-gap-seconds {} is not a time: give the seconds between the day before's end and the run's start, {}",
+            args.warm_gap_seconds,
+            seconds::range(true)
         );
     }
     if let Some(day) = args.warm_day_seconds {
@@ -1495,9 +1482,10 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
                 "--warm-day-seconds and --warm-gap-seconds both place the day before: give one of them"
             );
         }
-        if !(day.is_finite() && day > 0.0 && day <= MOST_SECONDS) {
+        if !seconds::fits(day, false) {
             anyhow::bail!(
-                "--warm-day-seconds {day} is not a time: give the seconds from the day before's start to the run's start, 86400 for a calendar day, at most {MOST_SECONDS} (a year)"
+                "--warm-day-seconds {day} is not a time: give the seconds from the day before's start to the run's start, 86400 for a calendar day, {}",
+                seconds::range(false)
             );
         }
     }
@@ -1522,7 +1510,7 @@ pub fn run(args: SimulateOptions) -> anyhow::Result<()> {
             let mut scenario =
                 scenario::load(spec, args.rate_multiplier, args.time_compression, seed)?;
             if let Some(limit) = args.duration_seconds {
-                let limit = flag_seconds("duration-seconds", limit)?;
+                let limit = seconds::flag("duration-seconds", limit, false)?;
                 scenario.requests.retain(|r| r.arrival <= limit);
                 if scenario.requests.is_empty() {
                     anyhow::bail!(
@@ -1997,10 +1985,10 @@ mod tests {
             (
                 Some(-5.0),
                 false,
-                "--restart-at-seconds -5.0: expected seconds above 0",
+                "--restart-at-seconds -5.0: expected a number of seconds above 0",
             ),
             (Some(f64::NAN), true, "--restart-at-seconds NaN"),
-            (Some(1e300), false, "at most 31536000 (a year)"),
+            (Some(1e300), false, "to 31536000 (a year)"),
         ] {
             let e = run(SimulateOptions {
                 restart_at_seconds: at,
@@ -2040,7 +2028,7 @@ mod tests {
         ] {
             let e = run(options).unwrap_err().to_string();
             assert!(
-                e.contains(flag) && e.contains("at most 31536000 (a year)"),
+                e.contains(flag) && e.contains("to 31536000 (a year)"),
                 "{flag}: {e}"
             );
         }
@@ -2072,7 +2060,7 @@ mod tests {
             (true, 3600.0, 86_400.0, "give one of them"),
             (true, 0.0, 0.0, "--warm-day-seconds 0 is not a time"),
             (true, 0.0, f64::NAN, "--warm-day-seconds NaN is not a time"),
-            (true, 0.0, 1e300, "at most 31536000 (a year)"),
+            (true, 0.0, 1e300, "to 31536000 (a year)"),
         ] {
             let e = run(SimulateOptions {
                 warm,
