@@ -85,6 +85,15 @@ def test_a_default_without_rows_is_refused():
     assert "no rows of the default" in r.stderr
 
 
+def test_rows_of_no_training_scenario_are_refused_by_name():
+    # A held-out set's table: no training scenario to judge (it divided by zero before).
+    held_out = ROOT / "docs" / "evaluation" / "proactive-round15" / "held-out" / "per-seed.tsv"
+    r = judge(held_out)
+    assert r.returncode == 1
+    assert "no rows of a training scenario" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_a_floor_compares_static_fleets_from_it_up_and_the_peers_run_with_it():
     # proactive.md section 46: the default with a floor of two (section 45's rows), judged
     # against static fleets of 2-20 replicas and the peers run with the same floor.
