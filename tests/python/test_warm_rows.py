@@ -6,7 +6,10 @@ missing directory must be refused with an error that names it.
 """
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 from deploy_support import REPO as ROOT
 from script_support import run_script
@@ -70,3 +73,31 @@ def test_rows_not_judged_against_static_fleets_are_refused(tmp_path):
     assert r.returncode == 2
     assert "steps-mooncake" in r.stderr and "--no-static-judging" in r.stderr
     assert not md.exists()
+
+
+def test_cold_rows_alone_from_another_directory(tmp_path):
+    # COLD=DIR: the cold rows of a measurement beside the protocol (OUT=DIR scripts/evaluate),
+    # here a copy of the protocol's reports with working-day-conv's five seeds marked
+    # dominated, so the table must be read from the copy and not from docs/evaluation.
+    evaluation = ROOT / "docs" / "evaluation"
+    cold = tmp_path / "cold"
+    for report in ["held-out", "held-out-2", "shipped-poisson-azure-code-x2",
+                   "shipped-poisson-azure-conv-x10", "shipped-poisson-mooncake-x0.5"]:
+        (cold / report).mkdir(parents=True)
+        shutil.copy(evaluation / report / "report.json", cold / report / "report.json")
+    report = cold / "held-out" / "report.json"
+    rows = json.loads(report.read_text())
+    for row in rows:
+        if row["policy"] == "ours" and row["scenario"] == "working-day-conv":
+            row["dominated_by_static"] = [{"replicas": 3, "slo_attainment": 1.0, "gpu_hours": 12.0}]
+    report.write_text(json.dumps(rows))
+    md, svg = tmp_path / "rows.md", tmp_path / "rows.svg"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "warm-rows"), str(md), str(svg)],
+                       capture_output=True, text=True, cwd=ROOT, check=False,
+                       env=dict(os.environ, COLD=str(cold)))
+    assert r.returncode == 0, r.stderr
+    text = md.read_text()
+    assert "(warm)" not in text
+    assert "Seeds a static fleet dominates: 16 of 65." in text
+    assert "| working-day-conv | 100.00 | 13.45 | 1.30 | 5 of 5 | none |" in text
+    assert "never dominated: working-day-conv, flash-crowd-conv" in text
