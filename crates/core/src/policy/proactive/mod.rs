@@ -1337,6 +1337,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                         | "lapsegapmax"
                         | "confirm"
                         | "breachload"
+                        | "missprice"
                         | "early"
                         | "levels"
                 );
