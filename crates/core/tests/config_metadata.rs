@@ -573,6 +573,149 @@ fn docs_tables_list_every_key_with_its_default_and_meaning() {
     }
 }
 
+/// One row of docs/policy.md's "Proactive policy settings" table.
+struct SettingRow {
+    /// The setting's name, `backstop` in `backstop=always|growing`.
+    name: String,
+    /// What follows the `=`: `always|growing`, or `F`, `S`, `K`, ... for a number.
+    form: String,
+    values: String,
+    default: String,
+}
+
+/// The rows of docs/policy.md's "Proactive policy settings" table, in order.
+fn proactive_settings_table() -> Vec<SettingRow> {
+    let path = format!("{}/../../docs/policy.md", env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(&path).expect("docs/policy.md");
+    let section = doc
+        .split("\n### Proactive policy settings\n")
+        .nth(1)
+        .expect("docs/policy.md has no section \"### Proactive policy settings\"");
+    let section = section.split("\n#").next().unwrap();
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|line| {
+            // A `|` within a cell is written `\|`.
+            let cells: Vec<String> = line
+                .replace("\\|", "\u{0}")
+                .trim_start_matches("| ")
+                .trim_end_matches(" |")
+                .split(" | ")
+                .map(|c| c.replace('\u{0}', "|"))
+                .collect();
+            assert_eq!(
+                cells.len(),
+                4,
+                "not setting | values | default | what: {line}"
+            );
+            let setting = cells[0].trim_matches('`');
+            let (name, form) = setting
+                .split_once('=')
+                .unwrap_or_else(|| panic!("not NAME=VALUE: {line}"));
+            SettingRow {
+                name: name.to_owned(),
+                form: form.to_owned(),
+                values: cells[1].clone(),
+                default: cells[2].clone(),
+            }
+        })
+        .collect()
+}
+
+/// The settings the `policy` key's parser lists in its error message, in its order.
+fn proactive_settings_parsed() -> Vec<String> {
+    let e = err(&[("policy", "proactive; nosuchsetting=1")]);
+    assert!(e.contains("unknown setting"), "{e}");
+    // Each setting is listed as `; NAME=...`.
+    let names: Vec<String> = e
+        .split("`; ")
+        .skip(1)
+        .map(|s| s.split('=').next().unwrap().to_owned())
+        .collect();
+    for n in &names {
+        assert!(
+            !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric()),
+            "{n:?} in {e}"
+        );
+    }
+    names
+}
+
+#[test]
+fn the_proactive_settings_table_lists_every_setting_the_parser_takes() {
+    let table = proactive_settings_table();
+    let mut documented: Vec<&str> = table.iter().map(|r| r.name.as_str()).collect();
+    documented.sort_unstable();
+    let listed = documented.len();
+    documented.dedup();
+    assert_eq!(documented.len(), listed, "a setting is listed twice");
+
+    let mut parsed = proactive_settings_parsed();
+    parsed.sort_unstable();
+    let missing: Vec<&String> = parsed
+        .iter()
+        .filter(|n| !documented.contains(&n.as_str()))
+        .collect();
+    let extra: Vec<&&str> = documented
+        .iter()
+        .filter(|n| !parsed.iter().any(|p| p == **n))
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/policy.md's \"Proactive policy settings\" misses {missing:?} and lists {extra:?}, \
+         which the parser does not"
+    );
+
+    // Each row parses: every named value, or a number from its values or default cell (or 1).
+    let parses = |name: &str, v: &str| parse(&[("policy", &format!("proactive; {name}={v}"))]);
+    for r in &table {
+        if r.form.contains(|c: char| c.is_ascii_lowercase()) {
+            for v in r.form.split('|') {
+                if let Err(e) = parses(&r.name, v) {
+                    panic!("{}={v}, as the table lists it: {e}", r.name);
+                }
+            }
+        } else {
+            let cells = format!("{} {}", r.values, r.default);
+            let mut numbers: Vec<&str> = cells
+                .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .filter(|t| t.parse::<f64>().is_ok())
+                .collect();
+            numbers.push("1");
+            assert!(
+                numbers.iter().any(|v| parses(&r.name, v).is_ok()),
+                "{}: none of {numbers:?} parses",
+                r.name
+            );
+        }
+    }
+}
+
+#[test]
+fn the_proactive_settings_table_gives_the_defaults() {
+    let base = parse(&[("policy", "proactive")]).unwrap();
+    let mut unset = 0;
+    let mut wrong = Vec::new();
+    for r in proactive_settings_table() {
+        // The default cell starts with the default value, or `unset`.
+        let value = r.default.split([' ', ',', ':', ';']).next().unwrap();
+        if value == "unset" {
+            unset += 1;
+            continue;
+        }
+        let set = format!("proactive; {}={value}", r.name);
+        match parse(&[("policy", &set)]) {
+            Ok(read) if read == base => {}
+            Ok(_) => wrong.push(format!("{set}: not the default")),
+            Err(e) => wrong.push(format!("{set}: {}", e.message.split(';').next().unwrap())),
+        }
+    }
+    assert!(wrong.is_empty(), "documented defaults: {wrong:#?}");
+    // capacity, startup, backlog and attainment.
+    assert_eq!(unset, 4);
+}
+
 /// For each key: the metadata it is set beside and a valid value other than its default.
 fn non_default(key: &str) -> Option<(&'static [(&'static str, &'static str)], &'static str)> {
     const ENDPOINTS: &[(&str, &str)] = &[("endpoints", "10.0.0.7:8000")];
