@@ -194,7 +194,7 @@ pub struct ProactiveConfig {
     /// start-up to come, while a burst's backlog is mostly served or timed out by then.
     pub backlog_replicas: Option<u32>,
     /// Whether the backlog is left to drain on the ready fleet once it covers the demand's
-    /// own need (`settle=on|off|steady|band`, see [`Settle`]).
+    /// own need (`settle=on|off|steady|band|stay`, see [`Settle`]).
     pub settle: Settle,
     /// A surplus of at least half the fleet (the capacity of a burst that has passed) is held
     /// until the need has stayed below the level for this many start-up times (`hold=K`), at
@@ -813,6 +813,12 @@ pub enum Settle {
     /// As `Steady`, and replicas still starting are withdrawn only once the need has stayed at
     /// or below the ready ones for the withdrawal window, not at once (`settle=band`).
     Band,
+    /// As `On`, and within a rate window of the ready replicas last covering the demand's need,
+    /// a need one replica above them asks for nothing: the target stays at the ready ones, so
+    /// a need that crosses a replica's boundary and back, as the demand's noise does, neither
+    /// asks for a replica nor withdraws it seconds later (`settle=stay`). A need that stays
+    /// one above for the window, or reads two above, asks as under `On`.
+    Stay,
 }
 
 impl Settle {
@@ -833,6 +839,7 @@ impl Settle {
             Self::On => "on",
             Self::Steady => "steady",
             Self::Band => "band",
+            Self::Stay => "stay",
         }
     }
 }
@@ -1163,9 +1170,9 @@ fn one_of<T: Copy>(
 /// time in use; 0 for none),
 /// `rise=S` (window of the recent slope that caps the trend, seconds, 0 for none),
 /// `backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number),
-/// `settle=on|off|steady|band` (once the ready replicas cover the demand, the backlog drains
+/// `settle=on|off|steady|band|stay` (once the ready replicas cover the demand, the backlog drains
 /// on them and starting replicas beyond the need are withdrawn at once; `steady` and `band`
-/// steady that, see [`Settle`]),
+/// steady that, and `stay` keeps a need one above the ready ones at them, see [`Settle`]),
 /// `hold=K` (start-up times a passed burst's capacity is held, 0 for none), `onset=S`
 /// (seconds over which the in-flight growth is also measured, 0 for none),
 /// `breach=any|queued` (whether a TTFT breach lowers the capacity estimate with no queue),
@@ -1194,7 +1201,7 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
         .split([';', ' ', '\t'])
         .map(str::trim)
         .filter(|p| !p.is_empty());
-    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; early=F` (1.2 <= F <= 4, or 0 for none: periods of history a pattern correlating at least 0.9 over at least 20 minutes of overlap must span to be found sooner), `; levels=F` (0 <= F <= 1, 0 for none: the share of the demand's variation over the overlap a pattern's levels one period earlier must explain), `; ceiling=off|seen|breach|history|at99` (whether the hindsight's fleet also caps the need within the demand it was judged on: `seen` while the fleet is within its SLOs with no queue and no trigger, `breach` through those too, `history` through those and whatever the capacity estimate now, `at99` as `history` for a fleet found serving 99 % of the demand and as `seen` for another), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts), `; missprice=P` (0 <= P <= 1000000 GPU-seconds per missed request, 0 for none: the hindsight floor is set aside once what it held beyond the need since the demand last needed it exceeds P times the requests its fleet would have served beyond ours), `; backstopstep=K` (a whole number 0 <= K <= 20, 0 for the guide's step: the most replicas the guide's backstop adds in one step while the demand's need is within the target), `; oursby=fluid|counted` (whether the hindsight judges ours' share of the demand by its fluid model, or by the lower of that and what the engines counted: aborted requests, and first tokens over the TTFT SLO or requests over the ITL SLO per output token, whichever are more), `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken), `; breachload=F` (0 <= F <= 1, 0 for any load: the share of the capacity estimate the fleet must serve per replica for a sustained breach to lower it) and `; period=best|fundamental|divisor` (whether a repeating pattern's period is the lag that correlates best, the shortest within 0.05 of it that is a period itself, or such a lag the best is two or more times)";
+    let expected = "expected `guide`, or `proactive` optionally followed by `; utilization=F` (0 < F <= 1), `; capacity=R` (requests per second per replica), `; startup=S` (seconds), `; peak=S` (seconds, 0 for no peak floor), `; drain=S` (seconds, 0 to ignore the backlog), `; trend=W` (0 <= W <= 1), `; backstop=always|growing`, `; periodic=on|off`, `; release=S` (seconds, 0 for none), `; rise=S` (seconds, 0 for none), `; backlog=K` (at most K replicas beyond the demand's need for the backlog, a whole number >= 0), `; settle=on|off|steady|band|stay`, `; hold=K` (start-up times a passed burst's capacity is held, 0 <= K <= 100), `; onset=S` (seconds over which the in-flight growth is also measured, 0 for none), `; breach=any|queued` (whether a TTFT breach lowers the capacity estimate without a queue), `; startups=ask|each` (the start-up time learned per ask or per replica), `; attainment=F` (0 < F <= 1: the share of requests within the SLO the capacity estimate holds to; unset: P95 within the SLO), `; shares=both|ttft` (whether `attainment` reads inter-token gaps as a share too, or first tokens only), `; hindsight=advice|floor` (whether a static fleet the policy's hindsight finds beating ours becomes a floor), `; trendcap=off|pattern` (whether a repeating pattern bounds the rising trend), `; troughs=floor|pattern` (whether the hindsight floor is set aside in a repeating pattern's troughs), `; ahead=K` (1 <= K <= 10: start-up times ahead a trough must last for `troughs=pattern`), `; floorsize=largest|latest` (which fleet the hindsight floor holds when comparisons name different ones), `; named=at99|cheapest` (whether a comparison names the fleet serving 99 % or the smallest that beats ours), `; holdtroughs=keep|pattern` (whether a held burst's capacity is set aside in a repeating pattern's troughs), `; scalein=any|steady` (whether a due scale-in waits while in-flight requests grow), `; peakat=need|full|limit` (whether the peak floor holds its peak at the target utilisation, at the capacity estimate, or at what a saturated fleet completed per replica), `; peakwhen=any|halved` (whether the peak floor holds whenever it needs more, or only once the demand has fallen below half its peak), `; peaks=any|dropped` (whether the peak floor holds the highest minute of demand, or only one the demand fell from to below half within ten minutes), `; breachwhile=queued|growing` (whether a breach lowers the capacity estimate while a queue drains, or only while the in-flight requests do not shrink), `; periods=F` (1.2 <= F <= 4: periods of history a repeating pattern must span before it is found), `; early=F` (1.2 <= F <= 4, or 0 for none: periods of history a pattern correlating at least 0.9 over at least 20 minutes of overlap must span to be found sooner), `; levels=F` (0 <= F <= 1, 0 for none: the share of the demand's variation over the overlap a pattern's levels one period earlier must explain), `; ceiling=off|seen|breach|history|at99` (whether the hindsight's fleet also caps the need within the demand it was judged on: `seen` while the fleet is within its SLOs with no queue and no trigger, `breach` through those too, `history` through those and whatever the capacity estimate now, `at99` as `history` for a fleet found serving 99 % of the demand and as `seen` for another), `; tail=p95|lighter` (whether a TTFT tail that light load shows too counts against capacity and as a guide trigger), `; probe=F` (0 <= F <= 0.1: how much the capacity estimate rises per decision while the fleet is comfortable), `; probecap=K` (1 <= K <= 4, or 0 for none: the most the probe raises the capacity estimate to, as a multiple of the most known to be served per replica), `; breachcap=off|probe|estimate` (whether the throughput of a sustained breach bounds the probe, and the capacity estimate too, until more is served within the SLO), `; saturated=F` (0 <= F <= 1: the share of a saturated fleet's throughput per replica the capacity estimate is at least, 0 for none), `; served=finished|completed` (whether the capacity estimate counts aborted requests as served), `; itltest=p95|mean|request` (whether the capacity estimate tests the inter-token gaps' P95, their mean, or the P95 of each request's own time per output token), `; backstopitl=p95|test` (whether the guide's ITL trigger reads the gaps' P95 or what `itltest` names), `; saturation=window|queued` (whether a saturated fleet's throughput counts once the queue has lasted the rate window, or as soon as requests queue), `; untested=K` (1 <= K <= 20, or 0 for none: the most replicas a capacity estimate no breach or saturated fleet has tested asks for, as a multiple of the ready ones), `; breached=F` (0 <= F <= 1: the share of a sustained breach's throughput per replica above the capacity estimate that the estimate is raised to, 0 for none), `; breachedif=always|untested|above|light` (whether `breached` raises the estimate whenever a breach is above it or there is none, only at the breach that first tests it, only above an estimate that exists, or only at the breach that first tests an estimate that exists), `; inherit=estimate|verified` (whether an inherited record starts the capacity estimate at the other pod's last estimate, or at no more than the most it knew served), `; floorat=named|estimate` (whether the hindsight floor holds the fleet its comparison named, or no more than carry what that fleet carried at the estimate it was named at, at the estimate now), `; troughnow=any|below` (whether a repeating pattern's trough sets the floors aside whatever the demand now, or only while the demand now is below the pattern's mean), `; hindsightat=estimate|limit|need` (whether the hindsight's fluid model reads a replica's capacity at the estimate, at what a saturated fleet completed per replica, or at the estimate at the target utilisation), `; arrivals=rate|count|history` (whether the demand counts the fleet's finished requests as the sum of the pods' rates, as the fleet's count over the rate window's span, or as the rate for the need now and the count for the demand history), `; ramp=recent|halves` (whether the rising trend is at most the slope over the last `rise` seconds, or the smaller of the slopes over their two halves), `; floorlapse=S` (seconds, 0 for never: how long the demand may stay within what `lapseif` asks before the hindsight floor is set aside), `; lapseif=fewer|peak` (whether `floorlapse` lapses a floor once the demand stayed within one replica fewer, or below half the peak of the history that named it), `; lapsegap=F` (0 <= F <= 10, 0 for none: a floor lapses only once no minute reached half its peak for F times the longest stretch between two that did), `; lapsegapmax=S` (0 <= S <= 86400 seconds, 0 for any: the longest stretch between bursts `lapsegap` counts), `; missprice=P` (0 <= P <= 1000000 GPU-seconds per missed request, 0 for none: the hindsight floor is set aside once what it held beyond the need since the demand last needed it exceeds P times the requests its fleet would have served beyond ours), `; backstopstep=K` (a whole number 0 <= K <= 20, 0 for the guide's step: the most replicas the guide's backstop adds in one step while the demand's need is within the target), `; oursby=fluid|counted` (whether the hindsight judges ours' share of the demand by its fluid model, or by the lower of that and what the engines counted: aborted requests, and first tokens over the TTFT SLO or requests over the ITL SLO per output token, whichever are more), `; confirm=S` (0 <= S <= 600 seconds, 0 for none: how long the need must stay above the target before a step of one replica is taken), `; breachload=F` (0 <= F <= 1, 0 for any load: the share of the capacity estimate the fleet must serve per replica for a sustained breach to lower it) and `; period=best|fundamental|divisor` (whether a repeating pattern's period is the lag that correlates best, the shortest within 0.05 of it that is a period itself, or such a lag the best is two or more times)";
     match parts.next() {
         Some("guide") => {
             if parts.next().is_some() {
@@ -1290,7 +1297,13 @@ pub fn parse_policy(value: &str) -> Result<Option<ProactiveConfig>, String> {
                         continue;
                     }
                     "settle" => {
-                        let all = [Settle::On, Settle::Off, Settle::Steady, Settle::Band];
+                        let all = [
+                            Settle::On,
+                            Settle::Off,
+                            Settle::Steady,
+                            Settle::Band,
+                            Settle::Stay,
+                        ];
                         c.settle = one_of(k, v, &all, Settle::as_str, expected)?;
                         continue;
                     }
@@ -1461,6 +1474,9 @@ pub struct Proactive {
     light_share: Option<(f64, Duration)>,
     /// The last decision that left the backlog to the ready replicas (`settle`).
     settled_at: Option<Duration>,
+    /// The last decision at which the ready replicas covered the demand's own need with a
+    /// backlog standing (`settle=stay`).
+    covered_at: Option<Duration>,
     /// What the guide's backstop last asked for: the level, the trigger, and the last time its
     /// breach was seen (fired, stabilising, rate-limited, held for starting replicas or at
     /// max). Starting capacity is not withdrawn below that level while the breach is recent.
@@ -1613,6 +1629,7 @@ impl Proactive {
             queued_since: None,
             light_share: None,
             settled_at: None,
+            covered_at: None,
             backstop: None,
             need_above_since: None,
             hindsight: Hindsight::default(),
@@ -2070,8 +2087,19 @@ impl Proactive {
                 .settled_at
                 .is_some_and(|t| t.saturating_add(w.withdraw_after) >= now)
             && ready.saturating_add(1) >= own_need;
-        let settled =
-            self.config.settle.is_on() && sized_need > own_need && (ready >= own_need || steady);
+        // `settle=stay`: the ready replicas covered the demand's need a rate window ago or
+        // less, and the need is one above them: it stays at them.
+        let covered = self.config.settle.is_on() && sized_need > own_need && ready >= own_need;
+        if covered {
+            self.covered_at = Some(now);
+        }
+        let staying = self.config.settle == Settle::Stay
+            && sized_need > own_need
+            && ready.saturating_add(1) == own_need
+            && self
+                .covered_at
+                .is_some_and(|t| t.saturating_add(w.withdraw_after) >= now);
+        let settled = covered || (self.config.settle.is_on() && sized_need > own_need && steady);
         if settled {
             self.settled_at = Some(now);
         }
@@ -2091,8 +2119,10 @@ impl Proactive {
             .config
             .backlog_replicas
             .map(|k| own_need.saturating_add(k))
-            .filter(|cap| sized_need > *cap && !settled);
-        let demand_need = if settled {
+            .filter(|cap| sized_need > *cap && !settled && !staying);
+        let demand_need = if staying {
+            ready
+        } else if settled {
             own_need
         } else {
             capped.map_or(sized_need, |cap| clamp(cap, c))
@@ -2691,7 +2721,11 @@ impl Proactive {
                 )
             });
         }
-        if settled && ready < own_need {
+        if staying {
+            numbers.push_str(&format!(
+                "; backlog not sized for: the demand's need of {own_need} is one replica above the {ready} ready, which covered it within a rate window: staying at them (settle=stay; with the backlog {sized_need} replicas)"
+            ));
+        } else if settled && ready < own_need {
             numbers.push_str(&format!(
                 "; backlog not sized for: the demand's need of {own_need} is one replica above the {ready} ready, within a rate window of settling (settle={}; with the backlog {sized_need} replicas)",
                 self.config.settle.as_str()

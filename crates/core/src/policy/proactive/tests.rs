@@ -722,7 +722,10 @@ fn the_policy_value_is_read_with_its_settings() {
     for (bad, words) in [
         ("itltest=median", "is not `p95`, `mean` or `request`"),
         ("breachcap=on", "is not `off`, `probe` or `estimate`"),
-        ("settle=yes", "is not `on`, `off`, `steady` or `band`"),
+        (
+            "settle=yes",
+            "is not `on`, `off`, `steady`, `band` or `stay`",
+        ),
     ] {
         let e = parse_policy(&format!("proactive; {bad}")).unwrap_err();
         assert!(e.contains(words), "{bad}: {e}");
@@ -4371,4 +4374,44 @@ fn under_levels_a_staircase_whose_changes_repeat_is_no_pattern_and_bursts_still_
     let found = pattern(&with).expect("the bursts' pattern");
     assert!(found.contains("repeats every 45 min"), "{found}");
     assert!(found.contains(">= 0.5 (levels)"), "{found}");
+}
+
+#[test]
+fn a_staying_settle_asks_for_nothing_while_the_need_is_one_above_ready_ones_that_just_covered_it() {
+    // As above: 4 ready cover the demand (30 req/s) at 500 s; from 510 s it reads 35 req/s,
+    // one replica more than the ready 4, and stays there.
+    let run = |metadata: &str| settle_run(metadata, |t| if t < 510 { 30.0 } else { 35.0 });
+    let at = decision_at;
+    let on = run("proactive; capacity=10; startup=300; peak=0; settle=on");
+    let stay = run("proactive; capacity=10; startup=300; peak=0; settle=stay");
+    assert_eq!(at(&stay, 500).target_replicas, 4);
+    // `settle=on` asks at once; `settle=stay` stays at the ready 4 and says why.
+    assert!(at(&on, 510).target_replicas >= 5);
+    let stayed = at(&stay, 510);
+    assert_eq!(stayed.target_replicas, 4, "{stayed:?}");
+    assert!(
+        stayed.explanation.contains(
+            "backlog not sized for: the demand's need of 5 is one replica above the 4 ready, which covered it within a rate window: staying at them (settle=stay"
+        ),
+        "{}",
+        stayed.explanation
+    );
+    // A need that stays one above for the rate window asks, as under `settle=on`.
+    let asked = stay
+        .iter()
+        .find(|(t, d)| *t > 510 && d.target_replicas > 4)
+        .expect("the need of 5 asks once the rate window has passed");
+    assert!(
+        asked.0 > 560 && asked.0 <= 600,
+        "{}: {:?}",
+        asked.0,
+        asked.1
+    );
+    assert_eq!(
+        parse_policy("proactive; settle=stay")
+            .unwrap()
+            .unwrap()
+            .settle,
+        Settle::Stay
+    );
 }
