@@ -1474,9 +1474,6 @@ pub struct Proactive {
     light_share: Option<(f64, Duration)>,
     /// The last decision that left the backlog to the ready replicas (`settle`).
     settled_at: Option<Duration>,
-    /// The last decision at which the ready replicas covered the demand's own need with a
-    /// backlog standing (`settle=stay`).
-    covered_at: Option<Duration>,
     /// What the guide's backstop last asked for: the level, the trigger, and the last time its
     /// breach was seen (fired, stabilising, rate-limited, held for starting replicas or at
     /// max). Starting capacity is not withdrawn below that level while the breach is recent.
@@ -1629,7 +1626,6 @@ impl Proactive {
             queued_since: None,
             light_share: None,
             settled_at: None,
-            covered_at: None,
             backstop: None,
             need_above_since: None,
             hindsight: Hindsight::default(),
@@ -2088,18 +2084,16 @@ impl Proactive {
                 .is_some_and(|t| t.saturating_add(w.withdraw_after) >= now)
             && ready.saturating_add(1) >= own_need;
         // `settle=stay`: the ready replicas covered the demand's need a rate window ago or
-        // less, and the need is one above them: it stays at them.
-        let covered = self.config.settle.is_on() && sized_need > own_need && ready >= own_need;
-        if covered {
-            self.covered_at = Some(now);
-        }
+        // less (under `stay` a decision settles only when they cover it), and the need is one
+        // above them: it stays at them.
         let staying = self.config.settle == Settle::Stay
             && sized_need > own_need
             && ready.saturating_add(1) == own_need
             && self
-                .covered_at
+                .settled_at
                 .is_some_and(|t| t.saturating_add(w.withdraw_after) >= now);
-        let settled = covered || (self.config.settle.is_on() && sized_need > own_need && steady);
+        let settled =
+            self.config.settle.is_on() && sized_need > own_need && (ready >= own_need || steady);
         if settled {
             self.settled_at = Some(now);
         }
