@@ -121,6 +121,14 @@ impl DemandTracker {
         demand
     }
 
+    /// How long a demand history there is at `now`: the seconds since the oldest sample kept
+    /// (0 before any). The samples are kept for 900 s, so past that it reads at least 900 s.
+    pub fn history_seconds(&self, now: Duration) -> f64 {
+        self.samples
+            .front()
+            .map_or(0.0, |s| now.saturating_sub(s.at).as_secs_f64())
+    }
+
     /// The growth of the in-flight requests per second over the last minute, as of the latest
     /// observation (0 before any).
     pub fn growth(&self) -> f64 {
@@ -1264,6 +1272,21 @@ mod tests {
         r.observe(s(180), -3.0);
         r.observe(s(240), 1.0);
         assert_eq!(r.series(s(241)), vec![2.5, 2.5, 2.5, 0.0]);
+    }
+
+    #[test]
+    fn the_history_reads_from_the_oldest_sample_kept() {
+        let mut d = DemandTracker::default();
+        assert_eq!(d.history_seconds(s(50)), 0.0);
+        for t in (10..=130).step_by(2) {
+            d.observe(s(t), 5.0, 1.0, s(60));
+        }
+        assert_eq!(d.history_seconds(s(130)), 120.0);
+        for t in (132..=1200).step_by(2) {
+            d.observe(s(t), 5.0, 1.0, s(60));
+        }
+        // Only 900 s are kept.
+        assert_eq!(d.history_seconds(s(1200)), 900.0);
     }
 
     #[test]

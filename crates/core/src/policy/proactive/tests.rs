@@ -584,6 +584,14 @@ fn the_policy_value_is_read_with_its_settings() {
                 ..d()
             },
         ),
+        ("proactive; trendreach=horizon", d()),
+        (
+            "proactive; trendreach=history",
+            ProactiveConfig {
+                trend_reach_history: true,
+                ..d()
+            },
+        ),
         ("proactive; ramp=recent", d()),
         (
             "proactive; ramp=halves",
@@ -703,6 +711,7 @@ fn the_policy_value_is_read_with_its_settings() {
         "proactive; hindsightat=full",
         "proactive; arrivals=counted",
         "proactive; ramp=both",
+        "proactive; trendreach=forever",
         "proactive; saturated=-0.1",
         "proactive; saturated=most",
         "proactive; served=all",
@@ -1873,6 +1882,54 @@ fn the_trend_weight_scales_the_extrapolation() {
     assert!(
         forecast_at("proactive; capacity=10; startup=300; trend=0").contains("forecast 16 req/s")
     );
+}
+
+#[test]
+fn under_trendreach_history_a_trend_is_carried_no_further_than_the_history_it_was_fitted_on() {
+    let explained = |metadata: &str, until: u64| {
+        let mut r = Run::new(metadata, 2);
+        let mut d = None;
+        for t in (0..=until).step_by(2) {
+            d = Some(r.at(t, &fleet(2, 10.0 + 0.02 * t as f64, 20.0)));
+        }
+        d.unwrap().explanation
+    };
+    // Two minutes after the scaler started: 12.4 req/s now, +0.02 req/s per s. Over the
+    // 300 s horizon that is 18.4; over the 120 s of history, 14.8.
+    let horizon = explained("proactive; capacity=10; startup=300", 120);
+    assert_eq!(
+        horizon,
+        explained(
+            "proactive; capacity=10; startup=300; trendreach=horizon",
+            120
+        )
+    );
+    assert!(
+        horizon.contains("forecast 18.4 req/s in 300 s"),
+        "{horizon}"
+    );
+    assert!(!horizon.contains("trendreach"), "{horizon}");
+    let history = explained(
+        "proactive; capacity=10; startup=300; trendreach=history",
+        120,
+    );
+    assert!(
+        history.contains("forecast 14.8 req/s in 300 s"),
+        "{history}"
+    );
+    assert!(
+        history.contains(
+            "; trend carried 120 s ahead, not the 300 s horizon: the demand history is no longer (trendreach=history)"
+        ),
+        "{history}"
+    );
+    // With as much history as the horizon, the two are the same.
+    let full = |m: &str| explained(m, 300);
+    assert_eq!(
+        full("proactive; capacity=10; startup=300"),
+        full("proactive; capacity=10; startup=300; trendreach=history")
+    );
+    assert!(full("proactive; capacity=10; startup=300").contains("forecast 22 req/s"));
 }
 
 #[test]
