@@ -106,6 +106,14 @@ fn bench(c: &mut Criterion) {
             "proactive decide, early=0, TTFT tail, 2 s steps",
             "proactive; capacity=2; early=0",
         ),
+        (
+            "proactive decide, settle=stay, TTFT tail, 2 s steps",
+            "proactive; capacity=2; settle=stay",
+        ),
+        (
+            "proactive decide, trendreach=history, TTFT tail, 2 s steps",
+            "proactive; capacity=2; trendreach=history",
+        ),
     ] {
         let config = parse_policy(value).expect("valid").expect("proactive");
         c.bench_function(name, |b| {
