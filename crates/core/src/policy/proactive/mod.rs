@@ -1907,8 +1907,16 @@ impl Proactive {
             Arrivals::Count => counted,
             Arrivals::Rate | Arrivals::History => None,
         };
-        self.demand
-            .observe(now, live.unwrap_or(finished), in_flight, w.rate);
+        // No pod has been scraped twice yet (a scaler that has just started, or a fleet whose
+        // pods are all new): the finished rate is unknown, not zero. Recorded as zero, it would
+        // sit at the head of the demand history and tilt the trend for minutes: a scaler that
+        // restarts on a fleet serving 30 req/s would forecast 40 a hundred seconds later. No
+        // sample is recorded until the rate is known.
+        let rate_known = live.is_some() || f.requests_per_second.is_some();
+        if rate_known {
+            self.demand
+                .observe(now, live.unwrap_or(finished), in_flight, w.rate);
+        }
         // What the demand history records: under `arrivals=history` the count in place of the
         // rate, the growth the same.
         let arrivals = self.config.arrivals;
@@ -2775,6 +2783,11 @@ impl Proactive {
                 super::explain::dur(w.trend),
                 num(window_slope),
             ));
+        }
+        if !rate_known {
+            numbers.push_str(
+                "; no demand sample recorded: the fleet's finished requests per second are not known yet (no pod scraped twice)",
+            );
         }
         if let Some(history) = reach {
             numbers.push_str(&format!(

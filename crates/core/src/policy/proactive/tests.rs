@@ -1530,6 +1530,42 @@ fn no_ready_replica_is_the_guides_no_data() {
     assert_eq!(d.target_replicas, 3);
 }
 
+#[test]
+fn an_unknown_finished_rate_is_not_recorded_as_no_demand() {
+    // A scaler restarts on 4 replicas serving 30 req/s: at its first scrape no pod's rate is
+    // known yet.
+    let mut r = Run::new("proactive; capacity=10; startup=300", 4);
+    let mut first = fleet(4, 30.0, 60.0);
+    first.fleet.requests_per_second = None;
+    let d = r.at(0, &first);
+    assert_eq!(d.target_replicas, 4, "{}", d.explanation);
+    assert!(
+        d.explanation.contains(
+            "; no demand sample recorded: the fleet's finished requests per second are not known yet (no pod scraped twice)"
+        ),
+        "{}",
+        d.explanation
+    );
+    // A hundred seconds on, the trend is flat: the unknown rate was no sample of 0 req/s
+    // (recorded as one, it read +0.03 req/s per s and a forecast of 40.18 req/s, 6 replicas).
+    let mut last = None;
+    for t in (2..=100).step_by(2) {
+        last = Some(r.at(t, &fleet(4, 30.0, 60.0)));
+    }
+    let d = last.unwrap();
+    assert_decides(&d, 4, "forecast 30 req/s in 300 s");
+    assert!(
+        d.explanation.contains("trend +0 req/s per s"),
+        "{}",
+        d.explanation
+    );
+    assert!(
+        !d.explanation.contains("no demand sample recorded"),
+        "{}",
+        d.explanation
+    );
+}
+
 /// Runs 2 replicas at 10 req/s, a burst that needs 8 (60 req/s) from 62 s to 120 s, then
 /// 10 req/s again on however many replicas were asked for; the targets over time.
 fn burst_then_calm(metadata: &str, until: u64) -> Vec<(u64, Decision)> {
