@@ -439,8 +439,8 @@ pub struct ProactiveConfig {
     /// How far ahead the rising trend is carried (`trendreach=horizon|history`): `horizon`
     /// (false), over the whole start-up horizon; `history` (true), over no more of it than the
     /// demand history the scaler has: a trend fitted on the first two minutes after a scaler
-    /// starts, which include the rate window's own warm-up, is carried two minutes ahead, not
-    /// five. Past the horizon's length of history the two are the same.
+    /// starts, which include the seconds before the in-flight growth is counted, is carried two
+    /// minutes ahead, not five. Past the horizon's length of history the two are the same.
     pub trend_reach_history: bool,
     /// How long the demand may stay within what `lapseif` asks before the hindsight floor is
     /// set aside (`floorlapse=S`, seconds; [`DEFAULT_FLOOR_LAPSE_SECONDS`] by default; 0: never,
