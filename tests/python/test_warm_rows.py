@@ -28,15 +28,15 @@ def test_cold_rows_read_as_the_evaluation_and_a_warm_run_has_its_own(tmp_path):
     assert r.returncode == 0, r.stderr
     text = md.read_text()
     cold, warm = text.split("**an hour apart** (warm)")
-    # EVALUATION.md, round 77's default: 11 of the 65 held-out and shipped seeds dominated
-    # cold; working-day-conv at 1.30x the clairvoyant plan; three peers dominate the flash
-    # crowd on the means; batch-bursts-code at 16.44 GPU-h (15.95 under round 75's default,
-    # 16.95 before).
+    # EVALUATION.md, round 77's default after proactive.md section 113's fix: 11 of the 65
+    # held-out and shipped seeds dominated cold; working-day-conv at 1.30x the clairvoyant plan;
+    # three peers dominate the flash crowd on the means; batch-bursts-code at 16.42 GPU-h (16.44
+    # before the fix, 15.95 under round 75's default, 16.95 before that).
     assert "Seeds a static fleet dominates: 11 of 65." in cold
     assert "| working-day-conv | 100.00 | 13.45 | 1.30 | 0 of 5 | none |" in cold
-    assert ("| flash-crowd-conv | 77.58 | 7.09 | 1.80 | 0 of 5 | `prometheus-keda-tuned`, `kpa`, "
+    assert ("| flash-crowd-conv | 77.58 | 7.08 | 1.80 | 0 of 5 | `prometheus-keda-tuned`, `kpa`, "
             "`apa` |") in cold
-    assert "| batch-bursts-code | 92.59 | 16.44 | 1.37 | 5 of 5 |" in cold
+    assert "| batch-bursts-code | 92.59 | 16.42 | 1.36 | 5 of 5 |" in cold
     assert "shipped traces: shipped-azure-code-x2, shipped-azure-conv-x10" in cold
     # proactive.md section 71: an hour between the days, 2 of 65 seeds dominated, and
     # slow-ramp-conv at 1.19x.
