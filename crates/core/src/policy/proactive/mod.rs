@@ -2073,7 +2073,12 @@ impl Proactive {
         // The demand history's clock: an earlier pod's minutes, when inherited, come before it.
         let history_now = self.history_now(now);
         let history_demand = recorded(fc.now);
-        self.recurrence.observe(history_now, history_demand);
+        // The per-minute histories (the pattern, the peak floor, the lapse and the hindsight)
+        // take no sample either while the finished rate is unknown: the forecast's `now` then
+        // reads the samples before (none, at a scaler's first decision), not the fleet.
+        if rate_known {
+            self.recurrence.observe(history_now, history_demand);
+        }
         let recurring = if self.config.periodic {
             self.recurrence
                 .recurring(history_now, horizon.saturating_add(PERIODIC_SLACK))
@@ -2147,7 +2152,9 @@ impl Proactive {
         } else {
             capped.map_or(sized_need, |cap| clamp(cap, c))
         };
-        self.floor.observe(history_now, history_demand);
+        if rate_known {
+            self.floor.observe(history_now, history_demand);
+        }
         let window = Duration::from_secs_f64(self.config.peak_window_seconds);
         let floor = if self.config.peak_dropped_only {
             self.floor
@@ -2203,12 +2210,17 @@ impl Proactive {
         let lapsed = if lapse.is_zero() {
             None
         } else {
-            self.lapse_demand.observe(history_now, history_demand);
-            let since = *self.lapse_seen_since.get_or_insert(history_now);
+            if rate_known {
+                self.lapse_demand.observe(history_now, history_demand);
+                self.lapse_seen_since.get_or_insert(history_now);
+            }
+            let seen_for = self
+                .lapse_seen_since
+                .map(|since| history_now.saturating_sub(since));
             let recent = self
                 .lapse_demand
                 .peak(history_now, lapse)
-                .filter(|_| history_now.saturating_sub(since) >= lapse);
+                .filter(|_| seen_for.is_some_and(|seen| seen >= lapse));
             named
                 .filter(|&(k, _)| k > c.min_replicas)
                 .zip(recent)
@@ -2613,10 +2625,14 @@ impl Proactive {
         }
         let level = clamp(level, c);
         state.level = Some(level);
-        let closed = self
-            .hindsight
-            .observe(history_now, history_demand, ready, level.max(ready));
-        if let Some(missed) = counted_misses(f, c.ttft_slo_seconds, c.itl_slo_seconds) {
+        // While the rate is unknown the hindsight records nothing: not the demand, and not the
+        // misses, which would fall into the minute before (an inherited one, after a restart).
+        let closed = rate_known
+            && self
+                .hindsight
+                .observe(history_now, history_demand, ready, level.max(ready));
+        if rate_known && let Some(missed) = counted_misses(f, c.ttft_slo_seconds, c.itl_slo_seconds)
+        {
             self.hindsight.count_missed(missed);
         }
         if closed {

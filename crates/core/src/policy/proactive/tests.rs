@@ -1564,6 +1564,12 @@ fn an_unknown_finished_rate_is_not_recorded_as_no_demand() {
         "{}",
         d.explanation
     );
+    // Nor a minute of 0 req/s in the history the next pod inherits: the first minute's mean
+    // is the 30 req/s its known samples read (with the unknown one as 0, 29).
+    let kept = r.proactive.persisted().demand_history;
+    let first_minute = kept.iter().max_by_key(|m| m.seconds_ago()).unwrap();
+    assert_eq!(first_minute.seconds_ago(), 100, "{kept:?}");
+    assert_eq!(first_minute.1, 30.0, "{kept:?}");
 }
 
 /// Runs 2 replicas at 10 req/s, a burst that needs 8 (60 req/s) from 62 s to 120 s, then
