@@ -176,11 +176,14 @@ fn bench(c: &mut Criterion) {
         .expect("proactive");
     let mut old = Proactive::new(config.clone());
     let mut state = PolicyState::default();
+    // A fleet whose finished rate is known: while it is not, no minute is recorded.
+    let mut serving = signals(0.0, None);
+    serving.fleet.requests_per_second = Some(4.0);
     for t in (0..=24 * 3600u64).step_by(2) {
         old.decide(
             &proactive_policy,
             Duration::from_secs(t),
-            &signals(0.0, None),
+            &serving,
             &mut state,
         );
     }
