@@ -2073,11 +2073,13 @@ impl Proactive {
         // The demand history's clock: an earlier pod's minutes, when inherited, come before it.
         let history_now = self.history_now(now);
         let history_demand = recorded(fc.now);
-        // The per-minute histories (the pattern, the peak floor, the lapse and the hindsight)
-        // take no sample either while the finished rate is unknown: the forecast's `now` then
-        // reads the samples before (none, at a scaler's first decision), not the fleet.
+        // The per-minute histories (the patterns and the peak floor here, the lapse and the
+        // hindsight below) take no sample either while the finished rate is unknown: the
+        // forecast's `now` then reads the samples before (none, at a scaler's first decision),
+        // not the fleet.
         if rate_known {
             self.recurrence.observe(history_now, history_demand);
+            self.floor.observe(history_now, history_demand);
         }
         let recurring = if self.config.periodic {
             self.recurrence
@@ -2152,9 +2154,6 @@ impl Proactive {
         } else {
             capped.map_or(sized_need, |cap| clamp(cap, c))
         };
-        if rate_known {
-            self.floor.observe(history_now, history_demand);
-        }
         let window = Duration::from_secs_f64(self.config.peak_window_seconds);
         let floor = if self.config.peak_dropped_only {
             self.floor
